@@ -1,0 +1,143 @@
+"""Greedy and draft/verify decoding, written once over four step functions so that the torch reference, the LiteRT
+runtime and (by golden traces) the Kotlin core run the very same loop.
+
+  prefill(ids, start)          write KV for positions start..start+len(ids)-1
+  decode(token, pos)           -> (next_token, activation)         KV for `pos` written
+  verify(tokens, pos)          -> (argmax list, activations [T,H])  KV for pos..pos+T-1 written
+  draft(token, act, pos, k)    -> k drafted ids (`pos` = position of `token`, whose KV is not written yet)
+
+Loop (LiteRT-LM's): the first step after prefill is a plain decode; then each cycle drafts K tokens at a fixed
+position, verifies [last, d1..dK] in one pass, accepts the longest matching prefix plus one bonus token. Rejected KV
+is not rolled back: it is masked out and overwritten next cycle. Unlike the engine we never emit past the budget and
+stop exactly at EOS / a stop condition, even inside an accepted block.
+"""
+import time
+
+import torch
+
+from mtplite.model.decoder import causal_mask
+
+
+def run(prompt_ids, steps, *, max_new_tokens, eos_ids=(), K=0, cache_len, should_stop=None, on_token=None):
+    """K = 0 means plain greedy decoding. Returns tokens (EOS excluded), stop reason, per-cycle trace and stats."""
+    prefill, decode, verify, draft = steps
+    P = len(prompt_ids)
+    if P < 1:
+        raise ValueError("empty prompt")
+    if P > cache_len - 1:
+        raise ValueError(f"prompt is {P} tokens but the cache holds {cache_len}")
+    out, trace = [], []
+    stats = {"cycles": 0, "drafted": 0, "accepted": 0, "per_depth": [0] * max(K, 1), "draft_s": 0.0, "verify_s": 0.0}
+    reason = None
+    t0 = time.perf_counter()
+
+    def emit(tok):
+        nonlocal reason
+        if tok in eos_ids:
+            reason = "eos"
+            return False
+        out.append(tok)
+        if on_token:
+            on_token(tok)
+        if len(out) >= max_new_tokens:
+            reason = "max_new_tokens"
+        elif should_stop and should_stop(out):
+            reason = "stop"
+        return reason is None
+
+    if max_new_tokens <= 0:
+        return {"tokens": [], "stop_reason": "max_new_tokens", "trace": [], **stats, "ttft_s": 0.0}
+    if P > 1:
+        prefill(prompt_ids[:-1], 0)
+    tok, act = decode(prompt_ids[-1], P - 1)
+    ttft = time.perf_counter() - t0
+    pos = P  # position of `tok`, whose KV is not in the cache yet
+    alive = emit(tok)
+    while alive:
+        if pos >= cache_len:
+            reason = "cache_full"
+            break
+        if K == 0 or pos + K >= cache_len:  # plain step (also near the cache end, where verify would not fit)
+            tok, act = decode(tok, pos)
+            pos += 1
+            alive = emit(tok)
+            continue
+        t1 = time.perf_counter()
+        drafts = draft(tok, act, pos, K)
+        t2 = time.perf_counter()
+        ys, acts = verify([tok] + list(drafts), pos)
+        stats["draft_s"] += t2 - t1
+        stats["verify_s"] += time.perf_counter() - t2
+        n = 0
+        while n < K and drafts[n] == ys[n]:
+            stats["per_depth"][n] += 1
+            n += 1
+        block = list(drafts[:n]) + [ys[n]]
+        stats["cycles"] += 1
+        stats["drafted"] += K
+        stats["accepted"] += n
+        emitted = []
+        for t in block:
+            alive = emit(t)
+            emitted.append(t)
+            if not alive:
+                break
+        trace.append({"pos": pos, "drafted": list(map(int, drafts)), "verify": list(map(int, ys)), "accepted": n,
+                      "emitted": list(map(int, emitted))})
+        tok, act, pos = ys[n], acts[n], pos + n + 1
+    elapsed = time.perf_counter() - t0
+    return {"tokens": out, "stop_reason": reason, "trace": trace, **stats, "ttft_s": ttft, "total_s": elapsed}
+
+
+def summary(res, K):
+    cyc = res["cycles"]
+    return {
+        "accept_length": (res["accepted"] + cyc) / cyc if cyc else None,
+        "drafted": res["drafted"],
+        "accepted": res["accepted"],
+        "cycles": cyc,
+        "acceptance_per_depth": [d / cyc for d in res["per_depth"][:K]] if cyc else [],
+    }
+
+
+# ---- torch reference step functions ----------------------------------------------------------------------------
+
+def torch_steps(backbone, head=None, cache_len=512):
+    """Step functions over the torch Decoder (+ MTPHead), batch 1, float32, one KV cache."""
+    dec = backbone.model
+    kv = dec.empty_cache(cache_len)
+    state = {"kv": kv}
+
+    @torch.no_grad()
+    def forward(ids, pos0, logits=True):
+        pos = torch.arange(pos0, pos0 + len(ids), dtype=torch.int32)
+        lg, act, state["kv"] = dec(dec.embed(torch.tensor([ids])), pos, causal_mask(pos, cache_len), state["kv"],
+                                   return_logits=logits)
+        return lg, act[0]
+
+    def prefill(ids, start):
+        forward(ids, start, logits=False)
+
+    def decode(tok, pos):
+        lg, act = forward([tok], pos)
+        return int(lg[0, -1].argmax()), act[-1]
+
+    def verify(toks, pos):
+        lg, act = forward(toks, pos)
+        return lg[0].argmax(-1).tolist(), act
+
+    @torch.no_grad()
+    def draft(tok, act, pos, k):
+        reads = [state["kv"][i] for i in head.c.read_layers]
+        p = torch.tensor([pos], dtype=torch.int32)
+        mask = causal_mask(p, cache_len)
+        h, out = act, []
+        for _ in range(k):
+            x2 = torch.cat([dec.embed(torch.tensor([[tok]]))[0, 0], h])[None, None]
+            logits, h = head(x2, p, mask, reads)
+            tok = int(logits[0, 0].argmax())
+            h = h[0, 0]
+            out.append(tok)
+        return out
+
+    return prefill, decode, verify, draft

@@ -1,0 +1,204 @@
+"""The MTP drafter head: a light "late exit" block that reads the backbone's own KV cache.
+
+Contract (LiteRT-LM `mtp_drafter`, see ../shared/notes/litert-facts.md and llm_litert_mtp_drafter.cc):
+  in  activations [1,1,2H] = concat(embedder(token), h)   h = backbone activation at the first step, then our own
+                                                            projected_activations
+  in  input_pos  [1]       = position of `token` (its KV is NOT in the cache yet) -- the same for all K steps
+  in  mask       [1,1,1,C]  the engine lets us see 0..input_pos; the slot at input_pos is stale, so the head also
+                            hides it internally (keys must be < input_pos)
+  in  kv_cache_k_i / kv_cache_v_i of the layers we read (read-only, the backbone's buffers)
+  out logits [1,1,V] (full vocabulary; the draft vocabulary is scattered back with a gather)
+  out projected_activations [1,1,H]
+Attention is query-only: each read layer gets its own query projection roped with that layer's theta, so one block
+can read a global and a sliding layer at once.
+"""
+import json
+from dataclasses import dataclass, asdict, field
+
+import torch
+from torch import nn
+
+from mtplite.model.decoder import NEG_INF, RMSNorm, attend, rope, window_mask
+
+
+@dataclass
+class HeadConfig:
+    hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    read_layers: list  # backbone layers whose KV the head reads
+    rope_theta: list  # per read layer
+    sliding_window: list  # per read layer, 0 = global
+    intermediate_size: int
+    draft_vocab_size: int
+    vocab_size: int
+    num_blocks: int = 1
+    K: int = 3
+    rms_eps: float = 1e-6
+    norm_offset: bool = False
+    act: str = "silu"
+    attn_scale: float = 0.0
+    draft_ids: list = field(default_factory=list)  # draft index -> full vocab id (frequency ranked)
+
+    def to_json(self):
+        d = asdict(self)
+        return d
+
+
+def default_read_layers(c):
+    """The last global-attention layer and, where the backbone has sliding layers, the last sliding one."""
+    glob = [i for i in range(c.num_layers) if not c.sliding_window[i]]
+    slid = [i for i in range(c.num_layers) if c.sliding_window[i]]
+    out = [glob[-1]] if glob else []
+    if slid:
+        out.append(slid[-1])
+    return sorted(out)
+
+
+def head_config(bc, draft_ids, K=3, read_layers=None, num_blocks=1, intermediate_size=None):
+    rl = read_layers or default_read_layers(bc)
+    return HeadConfig(
+        hidden_size=bc.hidden_size, num_heads=bc.num_heads, num_kv_heads=bc.num_kv_heads, head_dim=bc.head_dim,
+        read_layers=list(rl), rope_theta=[bc.rope_theta[i] for i in rl], sliding_window=[bc.sliding_window[i] for i in rl],
+        intermediate_size=intermediate_size or 2 * bc.hidden_size, draft_vocab_size=len(draft_ids),
+        vocab_size=bc.vocab_size, num_blocks=num_blocks, K=K, rms_eps=bc.rms_eps, norm_offset=bc.norm_offset,
+        act=bc.act, attn_scale=bc.attn_scale, draft_ids=list(map(int, draft_ids)))
+
+
+class HeadBlock(nn.Module):
+    def __init__(self, c: HeadConfig):
+        super().__init__()
+        H, nh, d = c.hidden_size, c.num_heads, c.head_dim
+        self.c = c
+        self.attn_norm = RMSNorm(H, c.rms_eps, False)
+        self.q_proj = nn.ModuleList([nn.Linear(H, nh * d, bias=False) for _ in c.read_layers])
+        self.o_proj = nn.Linear(nh * d * len(c.read_layers), H, bias=False)
+        self.mlp_norm = RMSNorm(H, c.rms_eps, False)
+        self.gate_proj = nn.Linear(H, c.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(H, c.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(c.intermediate_size, H, bias=False)
+
+    def forward(self, x, pos, mask, kv):
+        """x [B,T,H]; pos [T]; mask [B|1,1,T,C]; kv: list of (K, V) for the read layers."""
+        c = self.c
+        B, T, _ = x.shape
+        xn = self.attn_norm(x)
+        outs = []
+        for j, (kc, vc) in enumerate(kv):
+            q = self.q_proj[j](xn).view(B, T, c.num_heads, c.head_dim).transpose(1, 2)
+            q = rope(q, pos, c.rope_theta[j])
+            m = mask
+            if c.sliding_window[j]:
+                m = m + window_mask(pos, kc.shape[2], c.sliding_window[j], mask.dtype)
+            outs.append(attend(q, kc, vc, m, c.attn_scale).transpose(1, 2).reshape(B, T, -1))
+        x = x + self.o_proj(torch.cat(outs, -1))
+        xn = self.mlp_norm(x)
+        g = self.gate_proj(xn)
+        g = torch.nn.functional.gelu(g, approximate="tanh") if c.act == "gelu_tanh" else torch.nn.functional.silu(g)
+        return x + self.down_proj(g * self.up_proj(xn))
+
+
+class MTPHead(nn.Module):
+    def __init__(self, c: HeadConfig):
+        super().__init__()
+        H = c.hidden_size
+        self.c = c
+        self.emb_norm = RMSNorm(H, c.rms_eps, False)
+        self.hid_norm = RMSNorm(H, c.rms_eps, False)
+        self.fc = nn.Linear(2 * H, H, bias=False)
+        self.blocks = nn.ModuleList([HeadBlock(c) for _ in range(c.num_blocks)])
+        self.out_norm = RMSNorm(H, c.rms_eps, False)
+        self.draft_head = nn.Linear(H, c.draft_vocab_size, bias=False)
+        # full vocab id -> draft index, or draft_vocab_size (a -inf column) for ids outside the draft vocabulary
+        vmap = torch.full((c.vocab_size,), c.draft_vocab_size, dtype=torch.int32)
+        vmap[torch.tensor(c.draft_ids, dtype=torch.long)] = torch.arange(c.draft_vocab_size, dtype=torch.int32)
+        self.register_buffer("vocab_map", vmap, persistent=False)
+        self.register_buffer("draft_ids_t", torch.tensor(c.draft_ids, dtype=torch.long), persistent=False)
+
+    def init_from_backbone(self, backbone):
+        with torch.no_grad():
+            self.draft_head.weight.copy_(backbone.lm_head.weight[self.draft_ids_t])
+            # start as "h passes through": the carried state begins close to the backbone activation
+            self.fc.weight.zero_()
+            self.fc.weight[:, self.c.hidden_size:] += torch.eye(self.c.hidden_size) * 0.5
+            self.fc.weight[:, : self.c.hidden_size] += torch.eye(self.c.hidden_size) * 0.5
+            for b in self.blocks:
+                b.o_proj.weight.mul_(0.1)
+                b.down_proj.weight.mul_(0.1)
+
+    def step(self, x2, pos, mask, kv):
+        """x2 [B,T,2H] -> (draft logits [B,T,N], projected [B,T,H]). The drafter's own causality: keys < pos."""
+        H = self.c.hidden_size
+        C = kv[0][0].shape[2]
+        stale = torch.arange(C, dtype=torch.int32)[None, :] >= pos[:, None].to(torch.int32)
+        mask = mask + torch.where(stale, torch.tensor(NEG_INF), torch.tensor(0.0))[None, None]
+        x = self.fc(torch.cat([self.emb_norm(x2[..., :H]), self.hid_norm(x2[..., H:])], -1))
+        for b in self.blocks:
+            x = b(x, pos, mask, kv)
+        a = self.out_norm(x)
+        return self.draft_head(a).float(), a
+
+    def full_logits(self, draft_logits):
+        """Scatter draft logits back to the full vocabulary with a gather (export-friendly)."""
+        pad = torch.full(draft_logits.shape[:-1] + (1,), NEG_INF, dtype=draft_logits.dtype)
+        return torch.cat([draft_logits, pad], -1)[..., self.vocab_map.long()]
+
+    def forward(self, activations, input_pos, mask, kv):
+        """The exported signature: logits over the full vocabulary and projected_activations."""
+        d, a = self.step(activations, input_pos, mask, kv)
+        return self.full_logits(d), a
+
+
+def save_head(head: MTPHead, out_dir, meta: dict):
+    """head.safetensors + head.json, each written atomically."""
+    from pathlib import Path
+
+    from safetensors.torch import save_file
+
+    from mtplite.paths import atomic_path, write_text_atomic
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    sd = {k: v.detach().contiguous().float() for k, v in head.state_dict().items()}
+    with atomic_path(out / "head.safetensors") as tmp:
+        save_file(sd, str(tmp), metadata={"format": "pt"})
+    doc = {"format": "mtplite-head", "version": 1, "config": head.c.to_json(), **meta}
+    write_text_atomic(out / "head.json", json.dumps(doc, indent=1))
+
+
+def load_head(head_dir, backbone_fingerprint=None):
+    from pathlib import Path
+
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    from mtplite.errors import UserError
+
+    d = Path(head_dir)
+    jpath, wpath = d / "head.json", d / "head.safetensors"
+    for p in (jpath, wpath):
+        if not p.exists():
+            raise UserError(f"{p}: missing; give the directory `mtplite train` wrote (head.json + head.safetensors)")
+    try:
+        doc = json.loads(jpath.read_text())
+        if not isinstance(doc, dict) or doc.get("format") != "mtplite-head":
+            raise ValueError("not an mtplite head.json")
+        c = HeadConfig(**doc["config"])
+        if c.K < 1 or c.draft_vocab_size != len(c.draft_ids) or not c.read_layers:
+            raise ValueError("inconsistent config (K, draft vocabulary or read layers)")
+    except (ValueError, TypeError, KeyError, UnicodeDecodeError) as e:
+        raise UserError(f"{jpath}: invalid head config ({e}); re-run `mtplite train`") from None
+    if backbone_fingerprint is not None and doc.get("backbone_fingerprint") != backbone_fingerprint:
+        raise UserError(f"{jpath}: head was trained for backbone {doc.get('backbone_fingerprint')} but this backbone "
+                        f"is {backbone_fingerprint}; train a head for this backbone with `mtplite train`")
+    try:
+        sd = load_file(str(wpath))
+    except (SafetensorError, OSError, ValueError, RuntimeError) as e:
+        raise UserError(f"{wpath}: corrupt weights ({str(e).splitlines()[0][:120]}); re-run `mtplite train`") from None
+    head = MTPHead(c)
+    try:
+        head.load_state_dict(sd, strict=True)
+    except RuntimeError as e:
+        raise UserError(f"{wpath}: weights do not match head.json ({str(e).splitlines()[0][:160]})") from None
+    return head.eval(), doc
