@@ -1,0 +1,179 @@
+"""mtplite command line: load -> train -> export -> quantize -> run -> report.
+
+Every user mistake ends in one line on stderr naming the file or flag and the fix, exit code 2.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def _warn_quiet():
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+
+
+def cmd_train(a):
+    import torch
+
+    from mtplite.data import training_prompts
+    from mtplite.errors import UserError
+    from mtplite.model.head import save_head
+    from mtplite.model.load import load_backbone
+    from mtplite.paths import cache_dir
+    from mtplite.train.distill import distill
+    from mtplite.train.train import split_rows, train_head
+
+    if a.k < 1:
+        raise UserError(f"--k {a.k}: the head must draft at least 1 token per cycle")
+    if a.draft_vocab < 16:
+        raise UserError(f"--draft-vocab {a.draft_vocab}: use at least 16 (4096 is a good default)")
+    torch.manual_seed(a.seed)
+    torch.set_num_threads(a.threads or torch.get_num_threads())
+    t0 = time.time()
+    bb = load_backbone(a.backbone)
+    budget = a.budget_minutes * 60 if a.budget_minutes else None
+    prompts = training_prompts(seed=a.seed, limit=a.prompts)
+    data = cache_dir() / "distill" / f"{bb.fingerprint}-n{a.max_new}.jsonl"
+    data.parent.mkdir(parents=True, exist_ok=True)
+    dtype = torch.bfloat16 if a.bf16 else torch.float32
+    # half the budget at most for data; what is already cached is free
+    rows = distill(bb, prompts, data, max_new=a.max_new, batch=a.batch, dtype=dtype,
+                   budget_s=budget * a.data_share if budget else None)
+    train_rows, val_rows = split_rows(rows, holdout=0.1, seed=a.seed)
+    left = budget - (time.time() - t0) if budget else None
+    if left is not None and left < 5:
+        raise UserError(f"--budget-minutes {a.budget_minutes} leaves no time to train after data; raise it")
+    head, info = train_head(bb, train_rows, K=a.k, draft_vocab_size=a.draft_vocab, num_blocks=a.blocks,
+                            epochs=a.epochs, batch=a.batch, lr=a.lr, budget_s=left, seed=a.seed, val_rows=val_rows,
+                            log=lambda s: print(s, file=sys.stderr))
+    n_tok = sum(len(r["tokens"]) - r["prompt_len"] for r in train_rows)
+    meta = {"backbone": a.backbone, "backbone_fingerprint": bb.fingerprint, "seed": a.seed,
+            "train_sequences": len(train_rows), "train_generated_tokens": n_tok, "val_sequences": len(val_rows),
+            **info}
+    save_head(head, a.out, meta)
+    print(json.dumps({"out": a.out, "best_val_accept_length": info["best_val_accept_length"],
+                      "train_generated_tokens": n_tok, "seconds": round(time.time() - t0, 1)}))
+
+
+def cmd_generate(a):
+    from mtplite.errors import UserError
+
+    if not a.prompt:
+        raise UserError("--prompt is empty: give the text to continue")
+    if a.max_new_tokens < 0:
+        raise UserError("--max-new-tokens must be >= 0")
+    if a.bundle:
+        from mtplite.runtime.cli import generate_bundle
+
+        return generate_bundle(a)
+    if not a.backbone:
+        raise UserError("give a bundle dir (mtplite generate OUT ...) or --backbone SPEC [--head DIR]")
+    from mtplite.model import generate as G
+    from mtplite.model.head import load_head
+    from mtplite.model.load import load_backbone
+
+    bb = load_backbone(a.backbone)
+    head, K = None, 0
+    if not a.no_mtp:
+        if not a.head:
+            raise UserError("--head DIR is required for MTP (or pass --no-mtp for plain greedy)")
+        head, _ = load_head(a.head, bb.fingerprint)
+        K = a.k or head.c.K
+        if K < 1:
+            raise UserError(f"--k {K}: must be >= 1")
+    ids = bb.encode(a.prompt)
+    cache = a.cache_length
+    if len(ids) >= cache:
+        raise UserError(f"prompt is {len(ids)} tokens; --cache-length {cache} must be larger")
+    res = G.run(ids, G.torch_steps(bb, head, cache), max_new_tokens=a.max_new_tokens, eos_ids=set(bb.eos_ids), K=K,
+                cache_len=cache, should_stop=_stopper(bb, a.stop))
+    _print_result(bb.decode(res["tokens"]), res, K, a)
+
+
+def _stopper(bb, stops):
+    if not stops:
+        return None
+    return lambda ids: any(s in bb.decode(ids) for s in stops)
+
+
+def _print_result(text, res, K, a, extra=None):
+    from mtplite.model.generate import summary
+
+    if a.stop:
+        for s in a.stop:
+            if s in text:
+                text = text[: text.index(s)]
+    doc = {"text": text, "tokens": res["tokens"], "stop_reason": res["stop_reason"], **summary(res, K),
+           "mtp": K > 0, "K": K, **(extra or {})}
+    if a.json:
+        print(json.dumps(doc))
+    else:
+        print(text)
+        if K:
+            print(f"[accept_length {doc['accept_length'] or 0:.2f} over {doc['cycles']} cycles]", file=sys.stderr)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="mtplite", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    t = sub.add_parser("train", help="self-distill data from the backbone and train an MTP head")
+    t.add_argument("--backbone", default="gemma3-270m")
+    t.add_argument("--out", required=True)
+    t.add_argument("--k", type=int, default=3)
+    t.add_argument("--draft-vocab", type=int, default=4096)
+    t.add_argument("--blocks", type=int, default=1)
+    t.add_argument("--budget-minutes", type=float, default=None)
+    t.add_argument("--data-share", type=float, default=0.5, help="share of the budget for new self-distilled data")
+    t.add_argument("--prompts", type=int, default=None, help="limit the prompt corpus")
+    t.add_argument("--max-new", type=int, default=64, help="greedy tokens per prompt")
+    t.add_argument("--epochs", type=int, default=4)
+    t.add_argument("--batch", type=int, default=8)
+    t.add_argument("--lr", type=float, default=1e-3)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--threads", type=int, default=0)
+    t.add_argument("--bf16", action="store_true", help="self-distill in bfloat16 (2-3x faster on CPU)")
+    t.set_defaults(fn=cmd_train)
+
+    g = sub.add_parser("generate", help="greedy or MTP generation (torch reference or an exported bundle)")
+    g.add_argument("bundle", nargs="?", help="an exported dir (runs on LiteRT); omit to use the torch reference")
+    g.add_argument("--backbone")
+    g.add_argument("--head")
+    g.add_argument("--prompt", required=True)
+    g.add_argument("--max-new-tokens", type=int, default=64)
+    g.add_argument("--no-mtp", action="store_true")
+    g.add_argument("--k", type=int, default=0)
+    g.add_argument("--cache-length", type=int, default=512)
+    g.add_argument("--stop", action="append", help="stop string (repeatable)")
+    g.add_argument("--json", action="store_true")
+    g.set_defaults(fn=cmd_generate)
+
+    import importlib
+    import importlib.util
+
+    for mod in ("mtplite.export.cli", "mtplite.runtime.cli", "mtplite.quickstart"):
+        if importlib.util.find_spec(mod) is not None:
+            importlib.import_module(mod).register(sub)
+
+    a = p.parse_args(argv)
+    _warn_quiet()
+    from mtplite.errors import UserError
+
+    try:
+        return a.fn(a) or 0
+    except UserError as e:
+        print(f"mtplite: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("mtplite: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

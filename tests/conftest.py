@@ -1,0 +1,44 @@
+import os
+import warnings
+
+import pytest
+
+warnings.filterwarnings("ignore")
+
+FAMILIES = ["tiny:gemma3", "tiny:qwen3", "tiny:llama"]
+
+PROMPTS = [
+    "Hello world, this is", "The three primary colors are", "Things Alex needs for a moving day plan:\n-",
+    "Chat between two friends.\nA: hi\nB:", "def add(a, b):\n    return", "Once upon a time",
+    "Key points from the memo:\n-", "Q: why is the sky blue?\nA:", "SELECT name FROM users", "Dear team,",
+    "Steps to bake bread:\nStep 1:", "The weather today is", "Make this formal: hey", "In short,", "Customer: hi",
+    "import numpy as np\n", "Diary entry, Monday.", "A list of fruits: apple,", "class Node:\n", "TL;DR:",
+    "x", "The the the the",
+]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _cache(tmp_path_factory):
+    os.environ["MTPLITE_CACHE"] = str(tmp_path_factory.mktemp("mtplite-cache"))
+
+
+_trained = {}
+
+
+def trained(spec, K=3):
+    """A tiny backbone and a head trained for a few seconds on its own greedy outputs (cached per session)."""
+    if (spec, K) not in _trained:
+        from mtplite.data import training_prompts
+        from mtplite.model.load import load_backbone
+        from mtplite.paths import cache_dir
+        from mtplite.train.distill import distill
+        from mtplite.train.train import split_rows, train_head
+
+        bb = load_backbone(spec)
+        rows = distill(bb, training_prompts(limit=256), cache_dir() / f"{bb.fingerprint}.jsonl", max_new=48, batch=32,
+                       progress=False)
+        tr, va = split_rows(rows)
+        head, info = train_head(bb, tr, K=K, draft_vocab_size=256, epochs=6, batch=16, lr=2e-3, val_rows=va,
+                                progress=False, log=lambda s: None)
+        _trained[(spec, K)] = (bb, head, rows, va, info)
+    return _trained[(spec, K)]

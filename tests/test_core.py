@@ -1,0 +1,182 @@
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import FAMILIES, PROMPTS, trained
+from mtplite.model import generate as G
+from mtplite.model.decoder import causal_mask
+
+CACHE = 128
+
+
+def _gen(bb, head, ids, K, n, eos=None):
+    return G.run(ids, G.torch_steps(bb, head, CACHE), max_new_tokens=n, eos_ids=set(bb.eos_ids if eos is None else eos),
+                 K=K, cache_len=CACHE)
+
+
+@pytest.mark.parametrize("spec", FAMILIES)
+def test_decoder_matches_hf(spec):
+    from mtplite.model.load import _tiny_hf, load_backbone, tiny_tokenizer
+
+    bb = load_backbone(spec)
+    hf = _tiny_hf(spec.split(":")[1], len(tiny_tokenizer()), 0)
+    ids = torch.tensor([bb.encode("Chat between two friends. A: hello there, how are you doing today?")])
+    pos = torch.arange(ids.shape[1], dtype=torch.int32)
+    with torch.no_grad():
+        ref = hf(ids).logits
+        lg, _, _ = bb.model(bb.model.embed(ids), pos, causal_mask(pos, 64), bb.model.empty_cache(64))
+    assert (ref - lg).abs().max() < 1e-3
+
+
+@pytest.mark.parametrize("spec", FAMILIES)
+def test_tiny_greedy_not_degenerate(spec):
+    from mtplite.model.load import load_backbone
+
+    bb = load_backbone(spec)
+    out = _gen(bb, None, bb.encode("Hello world, this is"), 0, 32, eos=())["tokens"]
+    assert len(set(out)) >= 8, out
+
+
+@pytest.mark.parametrize("spec", FAMILIES)
+def test_mtp_equals_plain_greedy(spec):
+    bb, head, *_ = trained(spec)
+    budgets = [1, 2, 3, 5, 7, 11, 17, 24, 31, 40]
+    accepted_blocks = 0
+    for i, p in enumerate(PROMPTS):
+        ids = bb.encode(p)
+        n = budgets[i % len(budgets)]
+        plain = _gen(bb, head, ids, 0, n)
+        mtp = _gen(bb, head, ids, 3, n)
+        assert mtp["tokens"] == plain["tokens"], p
+        assert len(mtp["tokens"]) <= n
+        accepted_blocks += mtp["accepted"]
+        # EOS inside an accepted block: declare a token from the middle of the plain output as EOS
+        long = _gen(bb, head, ids, 0, 40)["tokens"]
+        if len(long) > 8:
+            eos = {long[7]}
+            a, b = _gen(bb, head, ids, 0, 40, eos=eos), _gen(bb, head, ids, 3, 40, eos=eos)
+            assert a["tokens"] == b["tokens"] and b["stop_reason"] == "eos"
+    assert accepted_blocks > 0  # the budget/EOS cuts really fell inside multi-token blocks
+
+
+def test_budget_ends_inside_accepted_block():
+    bb, head, *_ = trained("tiny:gemma3")
+    hit = 0
+    for p in PROMPTS:
+        ids = bb.encode(p)
+        full = _gen(bb, head, ids, 3, 40)
+        for c in full["trace"]:
+            if c["accepted"] >= 2:  # cut the budget one token into this block
+                n = sum(len(x["emitted"]) for x in full["trace"][: full["trace"].index(c)]) + 1 + 1
+                r = _gen(bb, head, ids, 3, n)
+                assert r["tokens"] == full["tokens"][:n] and r["stop_reason"] == "max_new_tokens"
+                hit += 1
+                break
+    assert hit >= 3
+
+
+def test_training_raises_accept_length():
+    from mtplite.model.head import MTPHead, head_config
+    from mtplite.train.train import evaluate
+
+    bb, head, rows, va, info = trained("tiny:gemma3")
+    h0 = MTPHead(head_config(bb.model.c, head.c.draft_ids, K=3))
+    h0.init_from_backbone(bb.model)
+    untrained = evaluate(h0.eval(), bb, va, 3)
+    after = evaluate(head, bb, va, 3)
+    assert after > untrained + 0.5, (untrained, after)
+    # and in real decoding, on prompts the head never saw
+    tot = sum(G.summary(_gen(bb, head, bb.encode(p), 3, 40), 3)["accept_length"] or 1 for p in PROMPTS[:10])
+    assert tot / 10 > 1.5
+
+
+def test_backbone_frozen_during_training():
+    from mtplite.data import training_prompts
+    from mtplite.model.load import fingerprint, load_backbone
+    from mtplite.train.distill import distill
+    from mtplite.train.train import train_head
+
+    bb = load_backbone("tiny:qwen3")
+    before = {k: v.clone() for k, v in bb.model.state_dict().items()}
+    fp = fingerprint(bb.model)
+    rows = distill(bb, training_prompts(limit=32), os.path.join(os.environ["MTPLITE_CACHE"], "frozen.jsonl"),
+                   max_new=16, batch=16, progress=False)
+    train_head(bb, rows, K=2, draft_vocab_size=64, epochs=1, batch=8, progress=False)
+    after = bb.model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert fingerprint(bb.model) == fp
+
+
+def test_head_roundtrip_and_fingerprint_mismatch(tmp_path):
+    from mtplite.errors import UserError
+    from mtplite.model.head import load_head, save_head
+    from mtplite.model.load import load_backbone
+
+    bb, head, *_ = trained("tiny:gemma3")
+    save_head(head, tmp_path, {"backbone_fingerprint": bb.fingerprint})
+    h2, doc = load_head(tmp_path, bb.fingerprint)
+    assert all(torch.equal(a, b) for a, b in zip(head.state_dict().values(), h2.state_dict().values()))
+    other = load_backbone("tiny:qwen3")
+    with pytest.raises(UserError) as e:
+        load_head(tmp_path, other.fingerprint)
+    assert bb.fingerprint in str(e.value) and other.fingerprint in str(e.value)
+
+
+def _cli(*args, env=None):
+    r = subprocess.run([sys.executable, "-m", "mtplite.cli", *args], capture_output=True, text=True,
+                       env={**os.environ, **(env or {})}, timeout=300)
+    return r.returncode, r.stdout, r.stderr
+
+
+def _one_line_error(rc, err):
+    assert rc == 2, err
+    assert "Traceback" not in err
+    lines = [l for l in err.splitlines() if l.startswith("mtplite: error:")]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def test_cli_bad_inputs(tmp_path):
+    bb, head, *_ = trained("tiny:gemma3")
+    from mtplite.model.head import save_head
+
+    hd = tmp_path / "head"
+    save_head(head, hd, {"backbone_fingerprint": bb.fingerprint})
+    msg = _one_line_error(*_cli("generate", "--backbone", "nope:xyz", "--prompt", "hi")[::2])
+    assert "unknown backbone" in msg
+    empty = tmp_path / "ckpt"
+    empty.mkdir()
+    (empty / "config.json").write_text("{}")
+    msg = _one_line_error(*_cli("generate", "--backbone", str(empty), "--prompt", "hi")[::2])
+    assert str(empty) in msg
+    msg = _one_line_error(*_cli("generate", "--backbone", "tiny:gemma3", "--head", str(hd), "--prompt", "")[::2])
+    assert "empty" in msg
+    msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), "--k", "0")[::2])
+    assert "--k" in msg
+    (hd / "head.safetensors").write_bytes((hd / "head.safetensors").read_bytes()[:100])
+    msg = _one_line_error(*_cli("generate", "--backbone", "tiny:gemma3", "--head", str(hd), "--prompt", "hi")[::2])
+    assert "head.safetensors" in msg
+    msg = _one_line_error(*_cli("generate", "--backbone", "tiny:gemma3", "--head", str(tmp_path / "nohead"),
+                                "--prompt", "hi")[::2])
+    assert "head.json" in msg
+
+
+def test_cli_generate_json(tmp_path):
+    bb, head, *_ = trained("tiny:gemma3")
+    from mtplite.model.head import save_head
+
+    save_head(head, tmp_path, {"backbone_fingerprint": bb.fingerprint})
+    rc, out, err = _cli("generate", "--backbone", "tiny:gemma3", "--head", str(tmp_path), "--prompt", "Hello world",
+                        "--max-new-tokens", "12", "--json")
+    assert rc == 0, err
+    doc = json.loads(out.strip().splitlines()[-1])
+    for k in ("text", "tokens", "accept_length", "drafted", "accepted", "cycles"):
+        assert k in doc
+    assert len(doc["tokens"]) <= 12
+    rc, out2, _ = _cli("generate", "--backbone", "tiny:gemma3", "--no-mtp", "--prompt", "Hello world",
+                       "--max-new-tokens", "12", "--json")
+    assert json.loads(out2.strip().splitlines()[-1])["tokens"] == doc["tokens"]

@@ -1,0 +1,104 @@
+"""Self-distillation data: the frozen backbone's own greedy continuations of the shipped prompt corpus.
+
+Batched greedy with left padding: RoPE and sliding windows only see position differences, so shifting a row right by
+its padding changes nothing but rounding, and padded keys are masked out per row. Continuations are appended to a
+JSONL cache keyed by backbone fingerprint, so an interrupted run resumes where it stopped.
+"""
+import json
+import os
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from mtplite.model.decoder import NEG_INF, causal_mask
+
+
+def pad_batch(seqs, pad_id=0):
+    """Left-pad token lists -> tokens [B,L] and key_ok [B,L] (False on padding)."""
+    L = max(len(s) for s in seqs)
+    toks = torch.full((len(seqs), L), pad_id, dtype=torch.long)
+    ok = torch.zeros(len(seqs), L, dtype=torch.bool)
+    for b, s in enumerate(seqs):
+        toks[b, L - len(s):] = torch.tensor(s)
+        ok[b, L - len(s):] = True
+    return toks, ok
+
+
+def key_mask(ok, C):
+    """[B,1,1,C] additive mask hiding padded keys (positions past ok's length are real future slots)."""
+    full = torch.ones(ok.shape[0], C, dtype=torch.bool)
+    full[:, : ok.shape[1]] = ok
+    return torch.where(full, 0.0, NEG_INF)[:, None, None, :]
+
+
+@torch.no_grad()
+def greedy_batch(dec, seqs, max_new, eos_ids, dtype=torch.float32):
+    toks, ok = pad_batch(seqs)
+    B, P = toks.shape
+    C = P + max_new
+    kv = dec.empty_cache(C, batch=B, dtype=dtype)
+    km = key_mask(ok, C).to(dtype)
+    pos = torch.arange(P, dtype=torch.int32)
+    lg, _, kv = dec(dec.embed(toks).to(dtype), pos, causal_mask(pos, C, dtype) + km, kv)
+    nxt = lg[:, -1].argmax(-1)
+    outs = [[] for _ in range(B)]
+    done = torch.zeros(B, dtype=torch.bool)
+    for s in range(max_new):
+        for b in range(B):
+            if not done[b]:
+                outs[b].append(int(nxt[b]))
+                if int(nxt[b]) in eos_ids:
+                    done[b] = True
+        if done.all() or s == max_new - 1:
+            break
+        p = torch.tensor([P + s], dtype=torch.int32)
+        lg, _, kv = dec(dec.embed(nxt[:, None]).to(dtype), p, causal_mask(p, C, dtype) + km, kv)
+        nxt = lg[:, -1].argmax(-1)
+    return outs
+
+
+def format_prompt(backbone, text):
+    """Instruction-tuned backbones see their chat template (that is how they are deployed); base models plain text."""
+    if backbone.chat:
+        msgs = [{"role": "user", "content": text}]
+        s = backbone.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        return list(backbone.tokenizer(s, add_special_tokens=False)["input_ids"])
+    return backbone.encode(text)
+
+
+def distill(backbone, prompts, out_path, max_new=64, batch=8, dtype=torch.float32, budget_s=None, progress=True):
+    """Append {id, task, prompt_len, tokens} rows for prompts not yet in out_path; return all rows."""
+    import time
+
+    out_path = Path(out_path)
+    done = {}
+    if out_path.exists():
+        for line in out_path.read_text().splitlines():
+            try:
+                r = json.loads(line)
+                done[r["id"]] = r
+            except (json.JSONDecodeError, KeyError, TypeError):
+                continue  # a torn last line from an interrupted run
+    todo = [p for p in prompts if p["id"] not in done]
+    dec = backbone.model
+    t0 = time.time()
+    # sort by length so a batch wastes little padding
+    todo.sort(key=lambda p: len(format_prompt(backbone, p["prompt"])))
+    bar = tqdm(total=len(todo), desc="self-distill", unit="prompt", disable=not progress)
+    with open(out_path, "a") as f:
+        for i in range(0, len(todo), batch):
+            if budget_s and time.time() - t0 > budget_s:
+                break
+            chunk = todo[i : i + batch]
+            seqs = [format_prompt(backbone, p["prompt"]) for p in chunk]
+            conts = greedy_batch(dec, seqs, max_new, set(backbone.eos_ids), dtype)
+            for p, s, c in zip(chunk, seqs, conts):
+                r = {"id": p["id"], "task": p["task"], "prompt_len": len(s), "tokens": s + c}
+                f.write(json.dumps(r) + "\n")
+                done[p["id"]] = r
+            f.flush()
+            os.fsync(f.fileno())
+            bar.update(len(chunk))
+    bar.close()
+    return [done[p["id"]] for p in prompts if p["id"] in done]

@@ -1,0 +1,186 @@
+"""Train the MTP head by self-distillation under exactly the recurrence drafting runs (training-time test).
+
+For every anchor position j of a distilled sequence s (s_j = the newest token, its KV not yet cached):
+  step 1: [emb(s_j) ; act_{j-1}]  at rope position j, attending to backbone keys < j   -> target y_j
+  step k: [emb(s_{j+k-1}) ; h_{k-1}] (h = the head's own projected activation)        -> target y_{j+k-1}
+where y_i is the backbone's argmax after s_{<=i}. Step k only counts if s_{j+1..j+k-1} are what the backbone would
+have emitted (so the fed tokens are the drafts that would have been accepted). All anchors of a batch run as one
+pass per step: the head's fixed-position recurrence is a plain causal pass with a strictly-lower mask.
+
+Distributed: under torchrun / accelerate launch (WORLD_SIZE > 1) each rank takes every n-th batch and gradients are
+averaged by DistributedDataParallel; the loss is normalised by the global token count so n ranks equal 1 process.
+"""
+import math
+import os
+import time
+from collections import Counter
+
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from mtplite.model.decoder import causal_mask
+from mtplite.model.head import MTPHead, head_config
+from mtplite.train.distill import key_mask, pad_batch
+
+
+def draft_vocab(rows, backbone, size):
+    """Frequency-ranked over the backbone's own greedy outputs (the tokens a drafter must predict)."""
+    V = backbone.model.c.vocab_size
+    size = min(size, V)
+    cnt = Counter()
+    for r in rows:
+        cnt.update(r["tokens"][r["prompt_len"]:])
+    ranked = [t for t in backbone.eos_ids if t < V]
+    ranked += [t for t, _ in cnt.most_common() if t not in ranked]
+    if len(ranked) < size:  # then everything the prompts use, then the rest by id
+        pc = Counter()
+        for r in rows:
+            pc.update(r["tokens"][: r["prompt_len"]])
+        seen = set(ranked)
+        ranked += [t for t, _ in pc.most_common() if t not in seen]
+        seen = set(ranked)
+        ranked += [t for t in range(V) if t not in seen][: size - len(ranked)]
+    return ranked[:size]
+
+
+@torch.no_grad()
+def features(backbone, rows, read_layers, dtype=torch.float32):
+    """Teacher-forced backbone pass for one batch: activations, argmax labels and the read layers' KV."""
+    dec = backbone.model
+    toks, ok = pad_batch([r["tokens"] for r in rows])
+    B, L = toks.shape
+    pos = torch.arange(L, dtype=torch.int32)
+    mask = causal_mask(pos, L, dtype) + key_mask(ok, L).to(dtype)
+    lg, act, kv = dec(dec.embed(toks).to(dtype), pos, mask, dec.empty_cache(L, B, dtype))
+    return {"tokens": toks, "ok": ok, "act": act.float(), "labels": lg.argmax(-1), "emb": dec.embed(toks).float(),
+            "kv": [(kv[i][0].float(), kv[i][1].float()) for i in read_layers]}
+
+
+class Rollout(torch.nn.Module):
+    """The K-step training rollout as one module call, so DistributedDataParallel sees one forward per step."""
+
+    def __init__(self, head, K):
+        super().__init__()
+        self.head, self.K = head, K
+
+    def forward(self, f):
+        return rollout_loss(self.head, f, self.K)
+
+
+def rollout_loss(head, f, K):
+    """Sum of CE over valid (anchor, step) pairs, their count, and per-anchor accepted-run lengths."""
+    toks, ok, act, y, emb = f["tokens"], f["ok"], f["act"], f["labels"], f["emb"]
+    B, L = toks.shape
+    pos = torch.arange(1, L, dtype=torch.int32)
+    km = key_mask(ok, L)
+    h = act[:, :-1]
+    valid = ok[:, 1:] & ok[:, :-1]
+    run = torch.ones(B, L - 1, dtype=torch.bool)  # anchor still "accepted" through previous steps
+    total, count = sum(p.sum() * 0.0 for p in head.parameters()), 0
+    accepted = torch.zeros(B, L - 1)
+    for k in range(1, K + 1):
+        idx = torch.arange(1, L) + (k - 1)
+        inb = idx < L
+        idx = idx.clamp(max=L - 1)
+        if k > 1:  # the fed token must equal the backbone's greedy choice, else drafting would have stopped
+            valid = valid & inb & (toks[:, idx] == y[:, idx - 1])
+        x2 = torch.cat([emb[:, idx], h], -1)
+        d, h = head.step(x2, pos, km, f["kv"])
+        tgt = head.vocab_map[y[:, idx]].long()
+        m = valid & (tgt < head.c.draft_vocab_size)
+        if m.any():
+            total = total + F.cross_entropy(d[m], tgt[m], reduction="sum")
+            count += int(m.sum())
+        run = run & valid & (d.argmax(-1) == tgt)
+        accepted += run.float()
+    base = ok[:, 1:] & ok[:, :-1]
+    return total, count, accepted[base]
+
+
+def split_rows(rows, holdout=0.1, seed=0):
+    """Hold out whole prompts by their topic/format id hash, so validation never sees a training sequence."""
+    import hashlib
+
+    val = [r for r in rows if int(hashlib.md5(f"{seed}{r['id']}".encode()).hexdigest(), 16) % 1000 < holdout * 1000]
+    vids = {r["id"] for r in val}
+    return [r for r in rows if r["id"] not in vids], val
+
+
+def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, num_blocks=1, epochs=4, batch=8,
+               lr=1e-3, budget_s=None, seed=0, progress=True, log=print, val_rows=None):
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    ddp = world > 1
+    if ddp and not torch.distributed.is_initialized():
+        torch.distributed.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    torch.manual_seed(seed)
+    dv = draft_vocab(rows, backbone, draft_vocab_size)
+    head = MTPHead(head_config(backbone.model.c, dv, K=K, read_layers=read_layers, num_blocks=num_blocks))
+    head.init_from_backbone(backbone.model)
+    c = head.c
+    model = Rollout(head, K)
+    if ddp:
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.AdamW([p for p in head.parameters() if p.requires_grad], lr=lr, weight_decay=0.01)
+    order = sorted(range(len(rows)), key=lambda i: len(rows[i]["tokens"]))
+    batches = [order[i : i + batch] for i in range(0, len(order), batch)]
+    steps_total = epochs * len(batches)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / 20) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / max(1, steps_total)))))
+    t0 = time.time()
+    cache = {}
+    best = (-1.0, None)
+    history = []
+    bar = tqdm(total=steps_total, desc="train head", unit="batch", disable=not progress or rank != 0)
+    stop = False
+    for ep in range(epochs):
+        g = torch.Generator().manual_seed(seed * 1000 + ep)
+        perm = torch.randperm(len(batches), generator=g).tolist()
+        for bi in perm:
+            if budget_s and time.time() - t0 > budget_s:
+                stop = True
+                break
+            if ddp and bi % world != rank:
+                # every rank walks the same permutation; rank r takes the batches with index % world == r
+                bar.update(1)
+                continue
+            if bi not in cache:
+                cache[bi] = features(backbone, [rows[i] for i in batches[bi]], c.read_layers)
+            total, count = model(cache[bi])[:2]
+            n = torch.tensor(float(count))
+            if ddp:  # DDP averages gradients over ranks: scale so the result is sum / global count
+                torch.distributed.all_reduce(n)
+            (total * world / n.clamp(min=1)).backward()
+            torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            sched.step()
+            bar.update(1)
+            bar.set_postfix(loss=f"{float(total.detach()) / max(count, 1):.3f}")
+        if val_rows and rank == 0:
+            tau = evaluate(head, backbone, val_rows, K)
+            history.append({"epoch": ep, "val_accept_length": tau, "elapsed_s": time.time() - t0})
+            log(f"epoch {ep}: held-out accept_length {tau:.3f}")
+            if tau > best[0]:
+                best = (tau, {k: v.clone() for k, v in head.state_dict().items()})
+        if stop:
+            break
+    bar.close()
+    if best[1] is not None:  # early stopping on the held-out split
+        head.load_state_dict(best[1])
+    if ddp:
+        torch.distributed.barrier()
+    head.eval()
+    return head, {"history": history, "train_s": time.time() - t0, "best_val_accept_length": best[0]}
+
+
+@torch.no_grad()
+def evaluate(head, backbone, rows, K, batch=8):
+    """Teacher-forced estimate of accept_length: 1 + drafts accepted in a row, over every anchor."""
+    acc = []
+    for i in range(0, len(rows), batch):
+        f = features(backbone, rows[i : i + batch], head.c.read_layers)
+        acc.append(rollout_loss(head, f, K)[2])
+    a = torch.cat(acc)
+    return float(1 + a.mean()) if len(a) else 0.0
