@@ -141,10 +141,14 @@ def write_cache(kc, vc, k_new, v_new, pos):
     """Out-of-place cache write (in-place writes are dropped by litert-torch conversion).
 
     A one-hot matmul instead of index_copy/scatter: it lowers to plain BATCH_MATMUL + MUL/ADD on every backend.
+    Rows go to pos[0], pos[0]+1, ... (a contiguous slice, like dynamic_update_slice): LiteRT-LM zero-fills the
+    input_pos of a partly used prefill chunk, so trusting every entry would write the padding over position 0.
+    Rows past the cache end match no slot and are dropped.
     kc [B,KVH,C,D], vc [B,KVH,D,C], k_new/v_new [B,KVH,T,D], pos [T].
     """
-    C = kc.shape[2]
-    onehot = (torch.arange(C, dtype=torch.int32)[None, :] == pos[:, None].to(torch.int32)).to(kc.dtype)  # [T,C]
+    C, T = kc.shape[2], k_new.shape[2]
+    dst = pos[:1].to(torch.int32) + torch.arange(T, dtype=torch.int32)
+    onehot = (torch.arange(C, dtype=torch.int32)[None, :] == dst[:, None]).to(kc.dtype)  # [T,C]
     keep = 1.0 - onehot.sum(0)  # [C]
     kc = kc * keep[:, None] + torch.matmul(onehot.t(), k_new)
     vc = vc * keep[None, :] + torch.matmul(v_new.transpose(-1, -2), onehot)

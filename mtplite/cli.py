@@ -43,6 +43,8 @@ def cmd_train(a):
     data.parent.mkdir(parents=True, exist_ok=True)
     dtype = torch.bfloat16 if a.bf16 else torch.float32
     # half the budget at most for data; what is already cached is free
+    if a.bf16:
+        bb.model.to(torch.bfloat16)
     rows = distill(bb, prompts, data, max_new=a.max_new, batch=a.batch, dtype=dtype,
                    budget_s=budget * a.data_share if budget else None)
     train_rows, val_rows = split_rows(rows, holdout=0.1, seed=a.seed)
@@ -51,7 +53,8 @@ def cmd_train(a):
         raise UserError(f"--budget-minutes {a.budget_minutes} leaves no time to train after data; raise it")
     head, info = train_head(bb, train_rows, K=a.k, draft_vocab_size=a.draft_vocab, num_blocks=a.blocks,
                             epochs=a.epochs, batch=a.batch, lr=a.lr, budget_s=left, seed=a.seed, val_rows=val_rows,
-                            log=lambda s: print(s, file=sys.stderr))
+                            log=lambda s: print(s, file=sys.stderr), dtype=dtype)
+    bb.model.float()
     n_tok = sum(len(r["tokens"]) - r["prompt_len"] for r in train_rows)
     meta = {"backbone": a.backbone, "backbone_fingerprint": bb.fingerprint, "seed": a.seed,
             "train_sequences": len(train_rows), "train_generated_tokens": n_tok, "val_sequences": len(val_rows),

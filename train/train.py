@@ -108,7 +108,7 @@ def split_rows(rows, holdout=0.1, seed=0):
 
 
 def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, num_blocks=1, epochs=4, batch=8,
-               lr=1e-3, budget_s=None, seed=0, progress=True, log=print, val_rows=None):
+               lr=1e-3, budget_s=None, seed=0, progress=True, log=print, val_rows=None, dtype=torch.float32):
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     ddp = world > 1
@@ -146,7 +146,7 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
                 bar.update(1)
                 continue
             if bi not in cache:
-                cache[bi] = features(backbone, [rows[i] for i in batches[bi]], c.read_layers)
+                cache[bi] = features(backbone, [rows[i] for i in batches[bi]], c.read_layers, dtype)
             total, count = model(cache[bi])[:2]
             n = torch.tensor(float(count))
             if ddp:  # DDP averages gradients over ranks: scale so the result is sum / global count
@@ -159,7 +159,7 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
             bar.update(1)
             bar.set_postfix(loss=f"{float(total.detach()) / max(count, 1):.3f}")
         if val_rows and rank == 0:
-            tau = evaluate(head, backbone, val_rows, K)
+            tau = evaluate(head, backbone, val_rows, K, dtype=dtype)
             history.append({"epoch": ep, "val_accept_length": tau, "elapsed_s": time.time() - t0})
             log(f"epoch {ep}: held-out accept_length {tau:.3f}")
             if tau > best[0]:
@@ -176,11 +176,11 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
 
 
 @torch.no_grad()
-def evaluate(head, backbone, rows, K, batch=8):
+def evaluate(head, backbone, rows, K, batch=8, dtype=torch.float32):
     """Teacher-forced estimate of accept_length: 1 + drafts accepted in a row, over every anchor."""
     acc = []
     for i in range(0, len(rows), batch):
-        f = features(backbone, rows[i : i + batch], head.c.read_layers)
+        f = features(backbone, rows[i : i + batch], head.c.read_layers, dtype)
         acc.append(rollout_loss(head, f, K)[2])
     a = torch.cat(acc)
     return float(1 + a.mean()) if len(a) else 0.0

@@ -1,0 +1,72 @@
+"""The exported graphs: thin wrappers that give the torch modules the LiteRT-LM tensor names.
+
+The names are the interface between Python, the bundle and Kotlin; they are defined here once:
+  embedder   decode_embedder / prefill_embedder_<N>: token_ids [1,T] i32 -> embeddings [1,T,H] (scale inside)
+  backbone   prefill_<N>: embeddings, input_pos, mask, kv_cache_* -> kv_cache_*
+             decode / verify (T = K+1): ... -> logits [1,T,V], activations [1,T,H], kv_cache_*
+  drafter    mtp_drafter: activations [1,1,2H], input_pos [1], mask [1,1,1,C], kv_cache_* (read layers only)
+             -> logits [1,1,V], projected_activations [1,1,H]
+"""
+import torch
+from torch import nn
+
+
+def k_name(i):
+    return f"kv_cache_k_{i}"
+
+
+def v_name(i):
+    return f"kv_cache_v_{i}"
+
+
+class EmbedderGraph(nn.Module):
+    def __init__(self, dec):
+        super().__init__()
+        self.dec = dec
+
+    def forward(self, token_ids):
+        return {"embeddings": self.dec.embed(token_ids)}
+
+
+class BackboneGraph(nn.Module):
+    def __init__(self, dec, with_logits=True):
+        super().__init__()
+        self.dec, self.with_logits = dec, with_logits
+
+    def forward(self, embeddings, input_pos, mask, **kv):
+        n = self.dec.c.num_layers
+        cache = [(kv[k_name(i)], kv[v_name(i)]) for i in range(n)]
+        logits, act, new = self.dec(embeddings, input_pos, mask, cache, return_logits=self.with_logits)
+        out = {"logits": logits, "activations": act} if self.with_logits else {}
+        for i, (k, v) in enumerate(new):
+            out[k_name(i)], out[v_name(i)] = k, v
+        return out
+
+
+class DrafterGraph(nn.Module):
+    def __init__(self, head):
+        super().__init__()
+        self.head = head
+
+    def forward(self, activations, input_pos, mask, **kv):
+        reads = [(kv[k_name(i)], kv[v_name(i)]) for i in self.head.c.read_layers]
+        logits, proj = self.head(activations, input_pos, mask, reads)
+        return {"logits": logits, "projected_activations": proj}
+
+
+def kv_samples(c, C, layers=None):
+    kv = {}
+    for i in layers if layers is not None else range(c.num_layers):
+        kv[k_name(i)] = torch.zeros(1, c.num_kv_heads, C, c.head_dim)
+        kv[v_name(i)] = torch.zeros(1, c.num_kv_heads, c.head_dim, C)
+    return kv
+
+
+def backbone_sample(c, T, C):
+    return {"embeddings": torch.zeros(1, T, c.hidden_size), "input_pos": torch.arange(T, dtype=torch.int32),
+            "mask": torch.zeros(1, 1, T, C), **kv_samples(c, C)}
+
+
+def drafter_sample(c, hc, C):
+    return {"activations": torch.zeros(1, 1, 2 * c.hidden_size), "input_pos": torch.zeros(1, dtype=torch.int32),
+            "mask": torch.zeros(1, 1, 1, C), **kv_samples(c, C, hc.read_layers)}
