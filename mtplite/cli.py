@@ -155,6 +155,8 @@ def main(argv=None):
     g.add_argument("--cache-length", type=int, default=512)
     g.add_argument("--stop", action="append", help="stop string (repeatable)")
     g.add_argument("--json", action="store_true")
+    g.add_argument("--stream", action="store_true", help="print tokens to stderr as they are accepted")
+    g.add_argument("--threads", type=int, default=2)
     g.set_defaults(fn=cmd_generate)
 
     import importlib

@@ -1,0 +1,182 @@
+"""Draft/verify on LiteRT: ai_edge_litert CompiledModel, one set of KV buffers shared by backbone and drafter.
+
+The KV buffers are runtime-owned TensorBuffers created once from the backbone's `decode` signature and bound, by
+name, as input AND output of prefill/decode/verify and as the drafter's read-only inputs: nothing is copied between
+the two graphs (a test mutates a buffer and watches the drafter's output change). Host-memory buffers would be
+cheaper to slice-write, but ai_edge_litert only accepts them for rank-1 tensors and the LiteRT-LM contract fixes the
+KV tensors at rank 4 (see notes/PERF.md).
+
+The loop itself is mtplite.model.generate.run, the same code the torch reference runs.
+"""
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from mtplite.errors import UserError
+from mtplite.model.decoder import NEG_INF
+from mtplite.paths import cache_dir
+
+
+def _options(threads, cache_file):
+    from ai_edge_litert.cpu_options import CpuOptions
+    from ai_edge_litert.hardware_accelerator import HardwareAccelerator
+    from ai_edge_litert.options import Options
+
+    # A weight-cache *file* is required for multi-signature graphs: without it every signature packs its own copy.
+    return Options(HardwareAccelerator.CPU, cpu_options=CpuOptions(num_threads=threads,
+                                                                   xnnpack_weight_cache_path=str(cache_file)))
+
+
+def _mask(positions, C):
+    """Rows = query positions; row t may see keys 0..positions[t]."""
+    m = np.full((len(positions), C), NEG_INF, np.float32)
+    for t, p in enumerate(positions):
+        m[t, : p + 1] = 0.0
+    return m
+
+
+class Bundle:
+    """A loaded OUT/android bundle: three CompiledModels and their buffers. Step functions via `steps()`."""
+
+    def __init__(self, out, threads=2, mtp=True):
+        from ai_edge_litert.compiled_model import CompiledModel
+
+        from mtplite.export.contract import check
+
+        out = Path(out)
+        adir = out / "android" if (out / "android").is_dir() else out
+        # validate in Python before any file reaches native code
+        self.man, self.sigs = check(adir / "manifest.json")
+        m = self.man
+        self.dir, self.K, self.C = adir, m["K"], m["cache_length"]
+        self.H, self.V = m["hidden_size"], m["vocab_size"]
+        self.prefill_lengths = sorted(m["prefill_lengths"])
+        wc = cache_dir() / "xnnpack"
+        wc.mkdir(parents=True, exist_ok=True)
+        tag = m.get("head_fingerprint") or "x"
+        self.models = {}
+        t0 = time.perf_counter()
+        for g in ("embedder", "backbone") + (("drafter",) if mtp else ()):
+            fname = adir / m["files"][g]
+            stamp = f"{g}-{tag}-{m['backbone_fingerprint']}-{fname.stat().st_size}-{int(fname.stat().st_mtime)}-t{threads}"
+            try:
+                self.models[g] = CompiledModel.from_file(str(fname), options=_options(threads, wc / f"{stamp}.xnn"))
+            except Exception as e:
+                raise UserError(f"{fname}: LiteRT could not load it ({str(e).splitlines()[0][:120]}); re-export") from None
+        self.load_s = time.perf_counter() - t0
+        bb = self.models["backbone"]
+        self.kv_names = [n for n in self.sigs["backbone"]["decode"]["inputs"] if n.startswith("kv_cache_")]
+        self.kv = {n: bb.create_input_buffer_by_name("decode", n) for n in self.kv_names}
+        self.io = {}
+        for s in ["decode", "verify"] + [f"prefill_{n}" for n in self.prefill_lengths]:
+            sig = self.sigs["backbone"][s]
+            ins = {n: bb.create_input_buffer_by_name(s, n) for n in sig["inputs"] if not n.startswith("kv_cache_")}
+            outs = {n: bb.create_output_buffer_by_name(s, n) for n in sig["outputs"] if not n.startswith("kv_cache_")}
+            self.io[s] = (ins, outs)
+        em = self.models["embedder"]
+        self.emb_io = {s: ({"token_ids": em.create_input_buffer_by_name(s, "token_ids")},
+                           {"embeddings": em.create_output_buffer_by_name(s, "embeddings")}) for s in self.sigs["embedder"]}
+        if mtp:
+            dr = self.models["drafter"]
+            dsig = self.sigs["drafter"]["mtp_drafter"]
+            self.dr_in = {n: dr.create_input_buffer_by_name("mtp_drafter", n) for n in dsig["inputs"] if not n.startswith("kv")}
+            self.dr_out = {n: dr.create_output_buffer_by_name("mtp_drafter", n) for n in dsig["outputs"]}
+            self.dr_kv = {n: self.kv[n] for n in dsig["inputs"] if n.startswith("kv")}
+        self.kv_bytes = sum(int(np.prod(self.sigs["backbone"]["decode"]["inputs"][n]["shape"])) * 4 for n in self.kv_names)
+        self.reset()
+
+    # ---- graph calls --------------------------------------------------------------------------------------------
+    def reset(self):
+        for n, b in self.kv.items():
+            shape = self.sigs["backbone"]["decode"]["inputs"][n]["shape"]
+            b.write(np.zeros(int(np.prod(shape)), np.float32))
+
+    def embed(self, ids):
+        """Token ids -> [T,H] through the embedder graph (which holds the family's embedding scale)."""
+        T = len(ids)
+        name = "decode_embedder" if T == 1 else next((s for s in (f"prefill_embedder_{n}" for n in self.prefill_lengths)
+                                                      if int(s.rsplit("_", 1)[1]) >= T), None)
+        if name is None:
+            raise ValueError(f"no embedder signature for {T} tokens")
+        n = 1 if T == 1 else int(name.rsplit("_", 1)[1])
+        ins, outs = self.emb_io[name]
+        tok = np.zeros(n, np.int32)
+        tok[:T] = ids
+        ins["token_ids"].write(tok)
+        self.models["embedder"].run_by_name(name, ins, outs)
+        return outs["embeddings"].read(n * self.H, np.float32).reshape(n, self.H)[:T]
+
+    def run_backbone(self, sig, ids, pos0):
+        ins, outs = self.io[sig]
+        T = int(self.sigs["backbone"][sig]["inputs"]["input_pos"]["shape"][0])
+        n = len(ids)
+        emb = np.zeros((T, self.H), np.float32)
+        emb[:n] = self.embed(ids)
+        pos = np.zeros(T, np.int32)  # the engine zero-fills unused slots; our graphs write from input_pos[0] on
+        pos[:n] = np.arange(pos0, pos0 + n)
+        mask = np.full((T, self.C), NEG_INF, np.float32)
+        mask[:n] = _mask(pos[:n], self.C)
+        ins["embeddings"].write(emb.reshape(-1))
+        ins["input_pos"].write(pos)
+        ins["mask"].write(mask.reshape(-1))
+        self.models["backbone"].run_by_name(sig, {**ins, **self.kv}, {**outs, **self.kv})
+        return outs, n
+
+    def prefill(self, ids, start):
+        i = 0
+        while i < len(ids):
+            left = len(ids) - i
+            n = next((L for L in self.prefill_lengths if L >= left), self.prefill_lengths[-1])
+            chunk = ids[i : i + n]
+            self.run_backbone(f"prefill_{n}", chunk, start + i)
+            i += len(chunk)
+
+    def logits_rows(self, outs, n):
+        return outs["logits"].read(n * self.V, np.float32).reshape(n, self.V)
+
+    def decode(self, tok, pos):
+        outs, _ = self.run_backbone("decode", [tok], pos)
+        act = outs["activations"].read(self.H, np.float32)
+        return int(self.logits_rows(outs, 1)[0].argmax()), act
+
+    def verify(self, toks, pos):
+        T = self.K + 1
+        if len(toks) != T:
+            raise ValueError(f"verify takes exactly K+1={T} tokens")
+        outs, _ = self.run_backbone("verify", toks, pos)
+        acts = outs["activations"].read(T * self.H, np.float32).reshape(T, self.H)
+        return self.logits_rows(outs, T).argmax(-1).tolist(), acts
+
+    def draft(self, tok, act, pos, k):
+        dr = self.models["drafter"]
+        self.dr_in["input_pos"].write(np.array([pos], np.int32))
+        self.dr_in["mask"].write(_mask([pos], self.C).reshape(-1))
+        h, out = np.asarray(act, np.float32), []
+        for _ in range(k):
+            x = np.concatenate([self.embed([tok])[0], h])
+            self.dr_in["activations"].write(x)
+            dr.run_by_name("mtp_drafter", {**self.dr_in, **self.dr_kv}, self.dr_out)
+            tok = int(self.dr_out["logits"].read(self.V, np.float32).argmax())
+            h = self.dr_out["projected_activations"].read(self.H, np.float32)
+            out.append(tok)
+        return out
+
+    def steps(self):
+        self.reset()
+        return self.prefill, self.decode, self.verify, self.draft
+
+    def weight_bytes(self):
+        return {g: (self.dir / self.man["files"][g]).stat().st_size for g in self.models}
+
+
+def load_tokenizer(bundle_dir):
+    from transformers import PreTrainedTokenizerFast
+
+    p = Path(bundle_dir)
+    p = p / "android" if (p / "android").is_dir() else p
+    try:
+        return PreTrainedTokenizerFast(tokenizer_file=str(p / "tokenizer.json"))
+    except Exception as e:
+        raise UserError(f"{p / 'tokenizer.json'}: cannot load tokenizer ({str(e).splitlines()[0][:100]})") from None
