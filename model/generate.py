@@ -4,7 +4,8 @@ runtime and (by golden traces) the Kotlin core run the very same loop.
   prefill(ids, start)          write KV for positions start..start+len(ids)-1
   decode(token, pos)           -> (next_token, activation)         KV for `pos` written
   verify(tokens, pos)          -> (argmax list, activations [T,H])  KV for pos..pos+T-1 written
-  draft(token, act, pos, k)    -> k drafted ids (`pos` = position of `token`, whose KV is not written yet)
+  draft(token, act, pos, k)    -> k drafted ids (`pos` = position of `token`, whose KV is not written yet),
+                                  or None to take a plain decode step instead
 
 Loop (LiteRT-LM's): the first step after prefill is a plain decode; then each cycle drafts K tokens at a fixed
 position, verifies [last, d1..dK] in one pass, accepts the longest matching prefix plus one bonus token. Rejected KV
@@ -64,6 +65,11 @@ def run(prompt_ids, steps, *, max_new_tokens, eos_ids=(), K=0, cache_len, should
             continue
         t1 = time.perf_counter()
         drafts = draft(tok, act, pos, K)
+        if drafts is None:  # the drafter declined (e.g. prompt lookup found no match): a plain step is cheaper
+            tok, act = decode(tok, pos)
+            pos += 1
+            alive = emit(tok)
+            continue
         t2 = time.perf_counter()
         ys, acts = verify([tok] + list(drafts), pos)
         stats["draft_s"] += t2 - t1

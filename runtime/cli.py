@@ -52,5 +52,110 @@ def generate_bundle(a):
     _print_result(tok.decode(res["tokens"], skip_special_tokens=True), res, K, a, extra)
 
 
+def cmd_bench(a):
+    import json
+
+    from mtplite.paths import write_text_atomic
+    from mtplite.runtime.bench import bench, default_prompts, load_prompts, markdown, plot
+
+    prompts = load_prompts(a.prompts or default_prompts())
+    if a.limit:
+        prompts = prompts[: a.limit]
+    modes = tuple(m.strip() for m in a.modes.split(",") if m.strip())
+    bad = [m for m in modes if m not in ("plain", "mtp", "lookup", "hybrid")]
+    if bad or "plain" not in modes:
+        raise UserError(f"--modes {a.modes}: choose from plain,mtp,lookup,hybrid (plain is required for ratios)")
+    res = bench(a.out, prompts, max_new=a.max_new_tokens, modes=modes, threads=a.threads, engine=not a.no_engine)
+    print(markdown(res))
+    if a.json:
+        write_text_atomic(a.json, json.dumps(res, indent=1))
+    if a.plot:
+        plot(res, a.plot)
+
+
+def calibrate(out, prompts, threads=2, max_new=48, progress=print):
+    """Measure decode / verify(K+1) / drafter step on this device and the acceptance, predict the speedup, and
+    write the decision into the manifest's settings."""
+    import json
+    import time
+    from pathlib import Path
+
+    import numpy as np
+
+    from mtplite.model import generate as G
+    from mtplite.paths import write_text_atomic
+    from mtplite.runtime.litert import Bundle, load_tokenizer
+
+    b = Bundle(out, threads=threads, mtp=True)
+    tok = load_tokenizer(out)
+    K = b.K
+
+    def timeit(fn, n=15):
+        fn()
+        ts = []
+        for _ in range(n):
+            t = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t)
+        return float(np.median(ts))
+
+    b.reset()
+    pos = min(64, b.C - K - 2)
+    act = np.zeros(b.H, np.float32)
+    t_dec = timeit(lambda: b.decode(1, pos))
+    t_ver = timeit(lambda: b.verify([1] * (K + 1), pos))
+    t_dr = timeit(lambda: b.draft(1, act, pos, 1))
+    depth, cyc = np.zeros(K), 0
+    for p in prompts:
+        r = G.run(encode(tok, b.man, p["prompt"]), b.steps(), max_new_tokens=max_new, eos_ids=set(b.man["eos_ids"]),
+                  K=K, cache_len=b.C)
+        depth += np.array(r["per_depth"][:K], float)
+        cyc += r["cycles"]
+    acc = depth / max(cyc, 1)
+    pred = {}
+    for k in range(1, K + 1):
+        tau = 1 + float(acc[:k].sum())
+        pred[k] = tau * t_dec / (k * t_dr + t_ver)  # verify cost measured at K+1 (the only verify graph)
+    sp = pred[K]
+    choice = K if sp > 1.05 else "off"
+    mpath = Path(b.dir) / "manifest.json"
+    man = json.loads(mpath.read_text())
+    man["settings"] = {"K": choice, "source": "mtplite calibrate", "predicted_speedup": round(sp, 3),
+                       "reason": f"predicted {sp:.2f}x at K={K}",
+                       "measured": {"decode_ms": 1e3 * t_dec, "verify_ms": 1e3 * t_ver, "drafter_step_ms": 1e3 * t_dr,
+                                    "acceptance_per_depth": acc.tolist(), "cycles": cyc},
+                       "predicted_speedup_per_k": {str(k): round(v, 3) for k, v in pred.items()},
+                       "threads": threads, "calibrated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    write_text_atomic(mpath, json.dumps(man, indent=1))
+    return man["settings"]
+
+
+def cmd_calibrate(a):
+    import json
+
+    from mtplite.runtime.bench import default_prompts, load_prompts
+
+    prompts = load_prompts(a.prompts or default_prompts())[: a.limit]
+    s = calibrate(a.out, prompts, threads=a.threads)
+    print(json.dumps(s, indent=1))
+    print(f"mtplite: wrote settings.K={s['K']} into the manifest ({s['reason']})", file=sys.stderr)
+
+
 def register(sub):
-    pass
+    b = sub.add_parser("bench", help="plain vs MTP vs prompt lookup vs hybrid (+ official engine), side by side")
+    b.add_argument("out")
+    b.add_argument("--prompts", help="JSONL with id/task/prompt (default ../shared/prompts/tasks.jsonl)")
+    b.add_argument("--max-new-tokens", type=int, default=64)
+    b.add_argument("--modes", default="plain,mtp,lookup,hybrid")
+    b.add_argument("--limit", type=int, default=0)
+    b.add_argument("--threads", type=int, default=2)
+    b.add_argument("--no-engine", action="store_true", help="skip the official litert_lm engine rows")
+    b.add_argument("--json")
+    b.add_argument("--plot")
+    b.set_defaults(fn=cmd_bench)
+    c = sub.add_parser("calibrate", help="measure step costs + acceptance here and choose K (or off)")
+    c.add_argument("out")
+    c.add_argument("--prompts")
+    c.add_argument("--limit", type=int, default=8)
+    c.add_argument("--threads", type=int, default=2)
+    c.set_defaults(fn=cmd_calibrate)

@@ -1,0 +1,261 @@
+"""`mtplite bench`: plain vs MTP vs prompt lookup vs hybrid (vs the official LiteRT-LM engine), side by side.
+
+Modes run interleaved prompt by prompt in one process, so machine noise hits them alike; ratios are computed per
+task type from the same run. Writes a Markdown table (stdout), JSON and a PNG plot.
+"""
+import json
+import os
+import re
+import resource
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from tqdm import tqdm
+
+from mtplite.errors import UserError
+from mtplite.model import generate as G
+
+
+def load_prompts(path):
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"{p}: prompts file not found (JSONL with 'id', 'task', 'prompt')")
+    rows = []
+    for i, line in enumerate(p.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+            if not isinstance(r, dict) or not isinstance(r.get("prompt"), str) or not r["prompt"]:
+                raise ValueError("needs a non-empty string 'prompt'")
+        except (json.JSONDecodeError, ValueError) as e:
+            raise UserError(f"{p}:{i}: bad prompt line ({e})") from None
+        rows.append({"id": str(r.get("id", i)), "task": str(r.get("task", "all")), "prompt": r["prompt"]})
+    if not rows:
+        raise UserError(f"{p}: no prompts")
+    return rows
+
+
+def default_prompts():
+    here = Path(__file__).resolve().parents[1] / ".." / "shared" / "prompts" / "tasks.jsonl"
+    for cand in (Path.cwd() / ".." / "shared" / "prompts" / "tasks.jsonl", here):
+        if cand.is_file():
+            return cand
+    raise UserError("no --prompts FILE given and ../shared/prompts/tasks.jsonl not found")
+
+
+def run_mode(b, tok_ids, K, mode, max_new, eos):
+    """One generation; returns the per-prompt record."""
+    from mtplite.runtime.lookup import lookup_steps
+
+    steps = b.steps()
+    history = list(tok_ids)
+    source = []
+    if mode in ("lookup", "hybrid"):
+        steps, source = lookup_steps(steps, history, mode=mode)
+    res = G.run(tok_ids, steps, max_new_tokens=max_new, eos_ids=eos, K=K, cache_len=b.C,
+                on_token=history.append)
+    n = len(res["tokens"])
+    dec_s = res["total_s"] - res["ttft_s"]
+    s = G.summary(res, K)
+    cyc = max(res["cycles"], 1)
+    by_src = defaultdict(lambda: [0, 0])
+    for src, c in zip(source, res["trace"]):
+        by_src[src][0] += c["accepted"]
+        by_src[src][1] += 1
+    return {"tokens": n, "decode_s": dec_s, "ttft_s": res["ttft_s"], "out": res["tokens"],
+            "decode_tokens_per_s": (n - 1) / dec_s if n > 1 and dec_s > 0 else None,
+            "accept_length": s["accept_length"], "cycles": res["cycles"], "accepted": res["accepted"],
+            "acceptance_per_depth": s["acceptance_per_depth"], "draft_ms_per_cycle": 1e3 * res["draft_s"] / cyc,
+            "verify_ms_per_cycle": 1e3 * res["verify_s"] / cyc,
+            "accepted_by_source": {k: {"accepted": v[0], "cycles": v[1]} for k, v in by_src.items()}}
+
+
+def aggregate(recs):
+    toks = sum(r["tokens"] - 1 for r in recs if r["tokens"] > 1)
+    secs = sum(r["decode_s"] for r in recs if r["tokens"] > 1)
+    cyc = sum(r["cycles"] for r in recs)
+    acc = sum(r["accepted"] for r in recs)
+    depth = None
+    if cyc:
+        K = max(len(r["acceptance_per_depth"]) for r in recs)
+        depth = [sum(r["acceptance_per_depth"][i] * r["cycles"] for r in recs if len(r["acceptance_per_depth"]) > i)
+                 / cyc for i in range(K)]
+    return {"decode_tokens_per_s": toks / secs if secs else None, "ttft_s": sum(r["ttft_s"] for r in recs) / len(recs),
+            "accept_length": (acc + cyc) / cyc if cyc else None, "acceptance_per_depth": depth,
+            "draft_ms_per_cycle": sum(r["draft_ms_per_cycle"] * r["cycles"] for r in recs) / cyc if cyc else None,
+            "verify_ms_per_cycle": sum(r["verify_ms_per_cycle"] * r["cycles"] for r in recs) / cyc if cyc else None,
+            "generated_tokens": sum(r["tokens"] for r in recs), "prompts": len(recs)}
+
+
+ENGINE_SCRIPT = r"""
+import json, sys, time, litert_lm
+path, prompts, n, cache = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+litert_lm.set_min_log_severity(litert_lm.LogSeverity.INFO)
+out = {}
+for on in (False, True):
+    eng = litert_lm.Engine(path, backend=litert_lm.Backend.CPU(), cache_dir=cache)
+    rows = []
+    for p in prompts:
+        s = eng.create_session(apply_prompt_template=False, max_output_tokens=n, enable_speculative_decoding=on)
+        t = time.perf_counter(); s.run_prefill([p]); t1 = time.perf_counter()
+        text = s.run_decode().texts[0]; t2 = time.perf_counter(); s.close()
+        rows.append({"text": text, "prefill_s": t1 - t, "decode_s": t2 - t1})
+    eng.close()
+    sys.stderr.write("MTPLITE_ENGINE_DONE %d\n" % on); sys.stderr.flush()
+    out[str(on)] = rows
+print("RESULT " + json.dumps(out))
+"""
+
+
+def run_engine(bundle_dir, prompts, max_new, tok):
+    path = Path(bundle_dir) / "model.litertlm"
+    cache = Path(bundle_dir) / ".engine-cache"
+    cache.mkdir(exist_ok=True)
+    r = subprocess.run([sys.executable, "-c", ENGINE_SCRIPT, str(path), json.dumps(prompts), str(max_new), str(cache)],
+                       capture_output=True, text=True, timeout=3600)
+    line = [l for l in r.stdout.splitlines() if l.startswith("RESULT ")]
+    if not line:
+        return {"error": (r.stderr.strip().splitlines() or ["no output"])[-1][:300]}
+    res = json.loads(line[0][7:])
+    rates = [float(x) for x in re.findall(r"Success rate: ([0-9.eE+-]+)", r.stderr)]
+    out = {}
+    for key, name in (("False", "engine_plain"), ("True", "engine_mtp")):
+        rows = res[key]
+        ntok = [len(tok(x["text"], add_special_tokens=False)["input_ids"]) for x in rows]
+        out[name] = {"decode_tokens_per_s": sum(ntok) / max(sum(x["decode_s"] for x in rows), 1e-9),
+                     "texts": [x["text"] for x in rows]}
+    out["engine_mtp"]["drafter_success_rate"] = rates[-1] if rates else None
+    return out
+
+
+def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "lookup", "hybrid"), threads=2, engine=True,
+          progress=True):
+    from mtplite.runtime.cli import encode
+    from mtplite.runtime.litert import Bundle, load_tokenizer
+
+    t0 = time.time()
+    b = Bundle(bundle_dir, threads=threads, mtp=True)
+    tok = load_tokenizer(bundle_dir)
+    eos = set(b.man["eos_ids"])
+    K = b.K
+    per = defaultdict(lambda: defaultdict(list))  # mode -> task -> records
+    mismatches = 0
+    skipped = []
+    bar = tqdm(total=len(prompts) * len(modes), desc="bench", unit="run", disable=not progress)
+    for p in prompts:
+        ids = encode(tok, b.man, p["prompt"])
+        if len(ids) + 1 >= b.C:  # does not fit the exported cache: reported, never silently truncated
+            skipped.append(p["id"])
+            bar.update(len(modes))
+            continue
+        outs = {}
+        for mode in modes:
+            r = run_mode(b, ids, 0 if mode == "plain" else K, mode, max_new, eos)
+            outs[mode] = r.pop("out")
+            r["id"] = p["id"]
+            per[mode][p["task"]].append(r)
+            per[mode]["all"].append(r)
+            bar.update(1)
+        mismatches += sum(outs[m] != outs["plain"] for m in modes if m != "plain")
+    bar.close()
+    if not per["plain"]:
+        raise UserError(f"no prompt fits the bundle's cache of {b.C} tokens; re-export with a larger --cache-length")
+    tasks = sorted({t for t in per["plain"] if t != "all"}) + ["all"]
+    table = {m: {t: aggregate(per[m][t]) for t in tasks} for m in modes}
+    ratios = {}
+    for m in modes:
+        if m == "plain":
+            continue
+        ratios[f"{m}/plain"] = {t: (table[m][t]["decode_tokens_per_s"] or 0) / table["plain"][t]["decode_tokens_per_s"]
+                                for t in tasks if table["plain"][t]["decode_tokens_per_s"]}
+    wb = b.weight_bytes()
+    memory = {"backbone_bytes": wb["backbone"], "embedder_bytes": wb["embedder"], "drafter_bytes": wb["drafter"],
+              "kv_bytes": b.kv_bytes, "mtp_extra_weight_bytes": wb["drafter"], "mtp_extra_kv_bytes": 0,
+              "mtp_extra_fraction_of_backbone": wb["drafter"] / (wb["backbone"] + wb["embedder"]),
+              "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    result = {"bundle": str(bundle_dir), "K": K, "max_new_tokens": max_new, "threads": threads, "modes": list(modes),
+              "tasks": tasks, "table": table, "ratios": ratios, "memory": memory,
+              "spec_vs_plain_mismatches": mismatches, "skipped_prompts_too_long": skipped, "per_prompt": {m: dict(per[m]) for m in modes},
+              "manifest": {k: b.man.get(k) for k in ("backbone_spec", "backbone_fingerprint", "head_fingerprint",
+                                                       "quantization", "cache_length", "draft_vocab_size")}}
+    if engine:
+        if progress:
+            print("[bench] running model.litertlm in the official litert_lm engine (MTP off, then on)", file=sys.stderr)
+        eng = run_engine(bundle_dir, [p["prompt"] for p in prompts if p["id"] not in skipped], max_new, tok)
+        if "error" not in eng:
+            result["engine"] = {k: {kk: vv for kk, vv in v.items() if kk != "texts"} for k, v in eng.items()}
+            result["engine"]["mtp/plain"] = eng["engine_mtp"]["decode_tokens_per_s"] / eng["engine_plain"]["decode_tokens_per_s"]
+            result["engine"]["text_matches_off"] = sum(a.startswith(c) or c.startswith(a) for a, c in
+                                                       zip(eng["engine_mtp"]["texts"], eng["engine_plain"]["texts"]))
+        else:
+            result["engine"] = eng
+    result["seconds"] = time.time() - t0
+    return result
+
+
+def markdown(res):
+    modes, tasks = res["modes"], res["tasks"]
+    lines = [f"K={res['K']}, max_new_tokens={res['max_new_tokens']}, threads={res['threads']}", "",
+             "| task | " + " | ".join(f"{m} tok/s" for m in modes) + " | " +
+             " | ".join(f"{m} τ" for m in modes if m != "plain") + " | " +
+             " | ".join(f"{k}" for k in res["ratios"]) + " |",
+             "|" + "---|" * (1 + len(modes) + (len(modes) - 1) + len(res["ratios"]))]
+    for t in tasks:
+        row = [t]
+        row += [f"{res['table'][m][t]['decode_tokens_per_s']:.1f}" if res["table"][m][t]["decode_tokens_per_s"] else "-"
+                for m in modes]
+        row += [f"{res['table'][m][t]['accept_length']:.2f}" if res["table"][m][t]["accept_length"] else "-"
+                for m in modes if m != "plain"]
+        row += [f"{res['ratios'][k].get(t, 0):.2f}x" for k in res["ratios"]]
+        lines.append("| " + " | ".join(row) + " |")
+    mem = res["memory"]
+    lines += ["", f"weights: backbone {mem['backbone_bytes'] / 1e6:.1f} MB + embedder {mem['embedder_bytes'] / 1e6:.1f} MB;"
+              f" MTP adds drafter {mem['drafter_bytes'] / 1e6:.1f} MB ({100 * mem['mtp_extra_fraction_of_backbone']:.1f}%)"
+              f" and 0 KV bytes (KV {mem['kv_bytes'] / 1e6:.1f} MB shared); peak RSS {mem['peak_rss_bytes'] / 1e6:.0f} MB",
+              f"speculative outputs differing from plain greedy: {res['spec_vs_plain_mismatches']}"]
+    if res.get("skipped_prompts_too_long"):
+        lines.append(f"skipped (longer than the cache): {', '.join(res['skipped_prompts_too_long'])}")
+    e = res.get("engine")
+    if e and "error" not in e:
+        lines.append(f"official litert_lm engine: plain {e['engine_plain']['decode_tokens_per_s']:.1f} tok/s, MTP "
+                     f"{e['engine_mtp']['decode_tokens_per_s']:.1f} tok/s ({e['mtp/plain']:.2f}x), drafter success "
+                     f"rate {e['engine_mtp'].get('drafter_success_rate')}, MTP text = plain text on "
+                     f"{e['text_matches_off']}/{res['table']['plain']['all']['prompts']} prompts")
+    elif e:
+        lines.append(f"official litert_lm engine: failed ({e['error']})")
+    return "\n".join(lines)
+
+
+def plot(res, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from mtplite.paths import atomic_path
+
+    modes, tasks = res["modes"], res["tasks"]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 4.5))
+    x = np.arange(len(tasks))
+    w = 0.8 / len(modes)
+    for i, m in enumerate(modes):
+        a1.bar(x + i * w, [res["table"][m][t]["decode_tokens_per_s"] or 0 for t in tasks], w, label=m)
+        if m != "plain":
+            a2.bar(x + i * w, [res["table"][m][t]["accept_length"] or 0 for t in tasks], w, label=m)
+    for a, title in ((a1, "decode tokens/s (higher is better)"), (a2, "accept length τ (tokens per verify)")):
+        a.set_xticks(x + 0.4 - w / 2)
+        a.set_xticklabels(tasks, rotation=20)
+        a.set_title(title)
+        a.legend(fontsize=8)
+        a.grid(axis="y", alpha=0.3)
+    spec = (res.get("manifest") or {}).get("backbone_spec", "")
+    fig.suptitle(f"mtplite bench: {spec} K={res['K']} ({res['threads']} threads)")
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)
