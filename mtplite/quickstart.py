@@ -1,0 +1,130 @@
+"""`mtplite quickstart`: self-distill -> train -> export int8 -> calibrate -> bench, on the built-in default.
+
+Every step writes into a cache dir (default ~/.cache/mtplite/quickstart/<backbone>) and is skipped on a re-run when
+its output is already there and matches the backbone, so an interrupted quickstart resumes.
+"""
+import json
+import sys
+import time
+from pathlib import Path
+
+from mtplite.errors import UserError
+
+
+def log(msg):
+    print(f"[quickstart] {msg}", file=sys.stderr, flush=True)
+
+
+def cmd_quickstart(a):
+    import torch
+
+    from mtplite.data import training_prompts
+    from mtplite.export.export import export
+    from mtplite.model.head import load_head, save_head
+    from mtplite.model.load import load_backbone
+    from mtplite.paths import cache_dir, write_text_atomic
+    from mtplite.runtime.bench import bench, default_prompts, load_prompts, markdown, plot
+    from mtplite.runtime.cli import calibrate
+    from mtplite.train.distill import distill
+    from mtplite.train.train import split_rows, train_head
+
+    quick = a.quick
+    budget = a.budget_minutes or (8 if quick else 45)
+    root = Path(a.dir) if a.dir else cache_dir() / "quickstart" / (a.backbone.replace(":", "-").replace("/", "_")
+                                                                      + ("-quick" if quick else ""))
+    root.mkdir(parents=True, exist_ok=True)
+    if quick:
+        log("--quick: a small training budget; expect a lower accept length than the full run")
+    t0 = time.time()
+    log(f"loading backbone {a.backbone}")
+    bb = load_backbone(a.backbone)
+    log(f"backbone fingerprint {bb.fingerprint}; working dir {root}")
+    head_dir = root / "head"
+    head = None
+    if (head_dir / "head.json").exists():
+        try:
+            head, doc = load_head(head_dir, bb.fingerprint)
+            log("head already trained: reusing it (delete the dir to retrain)")
+        except UserError as e:
+            log(f"cached head unusable ({e}); retraining")
+    if head is None:
+        bf16 = bb.model.c.vocab_size > 100_000  # large vocabularies: bf16 distillation is 2-3x faster on CPU
+        dtype = torch.bfloat16 if bf16 else torch.float32
+        if bf16:
+            bb.model.to(dtype)
+        data = cache_dir() / "distill" / f"{bb.fingerprint}-n{a.max_new}.jsonl"
+        data.parent.mkdir(parents=True, exist_ok=True)
+        prompts = training_prompts(limit=300 if quick else None)
+        rows = distill(bb, prompts, data, max_new=a.max_new, batch=16, dtype=dtype, budget_s=budget * 60 * 0.55)
+        tr, va = split_rows(rows)
+        left = budget * 60 - (time.time() - t0)
+        head, info = train_head(bb, tr, K=a.k, draft_vocab_size=a.draft_vocab, epochs=6, batch=8, lr=1e-3,
+                                budget_s=max(left, 30), val_rows=va, dtype=dtype, log=log)
+        bb.model.float()
+        n_tok = sum(len(r["tokens"]) - r["prompt_len"] for r in tr)
+        doc = {"backbone": a.backbone, "backbone_fingerprint": bb.fingerprint, "train_generated_tokens": n_tok,
+               "train_sequences": len(tr), **info}
+        save_head(head, head_dir, doc)
+        log(f"head trained on {n_tok} self-distilled tokens; held-out accept length {info['best_val_accept_length']:.2f}")
+    bundle = root / f"bundle-{a.quant}"
+    man_path = bundle / "android" / "manifest.json"
+    fresh = False
+    if man_path.exists():
+        man = json.loads(man_path.read_text())
+        if man.get("backbone_fingerprint") != bb.fingerprint or man.get("head_fingerprint") is None:
+            man_path.unlink()
+    if not man_path.exists():
+        log(f"exporting ({a.quant}) to {bundle}")
+        export(bb, head, doc, bundle, cache_len=a.cache_length, prefill_lengths=(32, 128), quant=_quant(a.quant),
+               progress=log)
+        fresh = True
+    else:
+        log("bundle already exported: reusing it")
+    del bb
+    prompts = load_prompts(a.prompts or default_prompts())
+    if quick:
+        prompts = prompts[::3]
+    man = json.loads(man_path.read_text())
+    if fresh or (man.get("settings") or {}).get("source") != "mtplite calibrate":
+        log("calibrating K on this device")
+        s = calibrate(bundle, prompts[:6], threads=a.threads)
+        log(f"calibrate: settings.K={s['K']} ({s['reason']})")
+    log(f"benchmarking {len(prompts)} prompts: plain / MTP / prompt lookup / hybrid / official engine")
+    res = bench(bundle, prompts, max_new=32 if quick else a.max_new_tokens, threads=a.threads, engine=True)
+    write_text_atomic(root / "bench.json", json.dumps(res, indent=1))
+    plot(res, root / "bench.png")
+    print(markdown(res))
+    r = res["ratios"]["mtp/plain"]["all"]
+    tau = res["table"]["mtp"]["all"]["accept_length"]
+    hy = res["ratios"].get("hybrid/plain", {}).get("all")
+    print(f"\nmtplite quickstart done in {(time.time() - t0) / 60:.1f} min\n"
+          f"  MTP decode speedup vs plain (this CPU, {a.threads} threads): {r:.2f}x, accept length {tau:.2f}"
+          + (f"; hybrid (lookup + head) {hy:.2f}x" if hy else "") + "\n"
+          f"  MTP adds {res['memory']['drafter_bytes'] / 1e6:.1f} MB of weights and 0 KV bytes\n"
+          f"  bundle: {bundle / 'model.litertlm'} (LiteRT-LM), {bundle / 'android'} (Android demo)\n"
+          f"  results: {root / 'bench.json'}, {root / 'bench.png'}\n"
+          f"  on a phone: adb push {bundle / 'android'} /sdcard/Android/data/dev.mtplite.demo/files/bundle "
+          f"(see README: Run on a Pixel)")
+
+
+def _quant(q):
+    from mtplite.quantize.quantize import parse_recipe
+
+    return parse_recipe(q)
+
+
+def register(sub):
+    q = sub.add_parser("quickstart", help="the main job: distill, train, export int8, calibrate, bench")
+    q.add_argument("--backbone", default="gemma3-270m")
+    q.add_argument("--quick", action="store_true", help="<= 10 minutes, lower acceptance")
+    q.add_argument("--budget-minutes", type=float, default=0, help="training budget (default 45, --quick 8)")
+    q.add_argument("--dir", help="working dir (default under the user cache dir)")
+    q.add_argument("--quant", default="int8")
+    q.add_argument("--k", type=int, default=3)
+    q.add_argument("--draft-vocab", type=int, default=4096)
+    q.add_argument("--max-new", type=int, default=96, help="greedy tokens per training prompt")
+    q.add_argument("--max-new-tokens", type=int, default=64, help="tokens per benchmark prompt")
+    q.add_argument("--cache-length", type=int, default=512)
+    q.add_argument("--prompts")
+    q.add_argument("--threads", type=int, default=2)
+    q.set_defaults(fn=cmd_quickstart)
