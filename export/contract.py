@@ -222,3 +222,16 @@ def check_contract(sigs, m, where="bundle"):
     if mk is None or mk["shape"] != [1, 1, 1, C]:
         raise UserError(f"{where}: decode mask is {mk and mk['shape']}, expected [1, 1, 1, {C}] (cache_length)")
     return True
+
+
+def check_manifest_dict(man, where="manifest.json"):
+    """The checks the Kotlin core can also run: manifest fields + the contract on the recorded signatures."""
+    m = _manifest_fields(man, where)
+    sigs = m.get("signatures")
+    if not isinstance(sigs, dict) or not all(isinstance(sigs.get(g), dict) for g in ("backbone", "embedder", "drafter")):
+        raise UserError(f"{where}: field 'signatures' missing; re-run `mtplite export`")
+    try:
+        check_contract(sigs, m, where)
+    except (KeyError, TypeError, AttributeError) as e:
+        raise UserError(f"{where}: malformed signatures ({type(e).__name__}: {e})") from None
+    return m

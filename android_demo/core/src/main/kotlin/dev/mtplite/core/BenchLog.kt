@@ -1,0 +1,47 @@
+package dev.mtplite.core
+
+import java.io.File
+
+/**
+ * One benchmark record per (mode, prompt): the schema `mtplite report` reads (same keys as `mtplite bench`'s
+ * per-prompt records, plus device memory). Written as JSON Lines; each line is flushed as soon as it is complete so
+ * a killed run keeps every finished record.
+ */
+data class BenchRecord(
+    val device: String, val mode: String, val promptId: String, val task: String, val tokens: Int,
+    val decodeS: Double, val ttftS: Double, val acceptLength: Double?, val acceptancePerDepth: List<Double>,
+    val cycles: Int, val accepted: Int, val draftMsPerCycle: Double, val verifyMsPerCycle: Double,
+    val javaHeapBytes: Long, val nativeHeapBytes: Long, val pssBeforeLoadBytes: Long, val pssAfterLoadBytes: Long,
+    val weightBytes: Long, val kvBytes: Long, val memorySavedVsStandaloneBytes: Long?,
+) {
+    val decodeTokensPerS: Double? get() = if (tokens > 1 && decodeS > 0) (tokens - 1) / decodeS else null
+
+    fun toJson(): String = Json.write(linkedMapOf(
+        "schema" to "mtplite-device-log/1", "device" to device, "mode" to mode, "id" to promptId, "task" to task,
+        "tokens" to tokens, "decode_s" to decodeS, "ttft_s" to ttftS, "decode_tokens_per_s" to decodeTokensPerS,
+        "accept_length" to acceptLength, "acceptance_per_depth" to acceptancePerDepth, "cycles" to cycles,
+        "accepted" to accepted, "draft_ms_per_cycle" to draftMsPerCycle, "verify_ms_per_cycle" to verifyMsPerCycle,
+        "java_heap_bytes" to javaHeapBytes, "native_heap_bytes" to nativeHeapBytes,
+        "pss_before_load_bytes" to pssBeforeLoadBytes, "pss_after_load_bytes" to pssAfterLoadBytes,
+        "weight_bytes" to weightBytes, "kv_bytes" to kvBytes,
+        "memory_saved_vs_standalone_bytes" to memorySavedVsStandaloneBytes,
+    ))
+
+    companion object {
+        fun from(device: String, mode: String, promptId: String, task: String, g: Generation, mem: Memory): BenchRecord {
+            val cyc = maxOf(g.cycles, 1)
+            return BenchRecord(device, mode, promptId, task, g.tokens.size, (g.totalNs - g.ttftNs) / 1e9, g.ttftNs / 1e9,
+                g.acceptLength, g.acceptancePerDepth, g.cycles, g.accepted, g.draftNs / 1e6 / cyc, g.verifyNs / 1e6 / cyc,
+                mem.javaHeap, mem.nativeHeap, mem.pssBefore, mem.pssAfter, mem.weightBytes, mem.kvBytes, mem.savedVsStandalone)
+        }
+    }
+}
+
+data class Memory(val javaHeap: Long, val nativeHeap: Long, val pssBefore: Long, val pssAfter: Long,
+                  val weightBytes: Long, val kvBytes: Long, val savedVsStandalone: Long?)
+
+class JsonlWriter(private val file: File) : AutoCloseable {
+    private val out = file.outputStream().bufferedWriter()
+    fun write(r: BenchRecord) { out.write(r.toJson()); out.write("\n"); out.flush() }
+    override fun close() = out.close()
+}

@@ -1,0 +1,146 @@
+package dev.mtplite.core
+
+/**
+ * The draft/verify loop, with exactly the semantics of mtplite.model.generate.run (Python):
+ * the first step after prefill is a plain decode; each cycle drafts K tokens at a fixed position, verifies
+ * [last, d1..dK] in one pass and accepts the longest matching prefix plus one bonus token. Never emits past the
+ * budget, stops exactly at EOS even inside an accepted block, and falls back to plain decode near the cache end.
+ */
+
+/** Result of one backbone step: greedy next token and the last-layer activation row that produced it. */
+class Decoded(val token: Int, val activation: FloatArray)
+
+/** Result of a verify pass over K+1 tokens: greedy argmax and activation per row. */
+class Verified(val argmax: IntArray, val activations: Array<FloatArray>)
+
+interface Backbone {
+    fun prefill(ids: IntArray, start: Int)
+    fun decode(token: Int, pos: Int): Decoded
+    fun verify(tokens: IntArray, pos: Int): Verified
+}
+
+/** `pos` is the position of `token`, whose KV is not cached yet. Returns k drafts, or null for a plain step. */
+interface Drafter {
+    fun draft(token: Int, activation: FloatArray, pos: Int, k: Int): IntArray?
+}
+
+/** Token ids -> embedding rows (the family's embedding scale is inside the embedder graph). */
+interface Embedder {
+    fun embed(ids: IntArray): Array<FloatArray>
+}
+
+data class Cycle(val pos: Int, val drafted: List<Int>, val verify: List<Int>, val accepted: Int, val emitted: List<Int>)
+
+data class Generation(
+    val tokens: List<Int>,
+    val stopReason: String,
+    val trace: List<Cycle>,
+    val cycles: Int,
+    val drafted: Int,
+    val accepted: Int,
+    val perDepth: IntArray,
+    val ttftNs: Long,
+    val totalNs: Long,
+    val draftNs: Long,
+    val verifyNs: Long,
+) {
+    /** Mean tokens emitted per verify pass, bonus included. */
+    val acceptLength: Double? get() = if (cycles > 0) (accepted + cycles).toDouble() / cycles else null
+    val acceptancePerDepth: List<Double> get() = if (cycles > 0) perDepth.map { it.toDouble() / cycles } else emptyList()
+}
+
+fun generate(
+    prompt: IntArray,
+    backbone: Backbone,
+    drafter: Drafter?,
+    k: Int,
+    maxNewTokens: Int,
+    eosIds: Set<Int>,
+    cacheLength: Int,
+    shouldStop: ((List<Int>) -> Boolean)? = null,
+    onToken: ((Int) -> Unit)? = null,
+    clock: () -> Long = System::nanoTime,
+): Generation {
+    require(prompt.isNotEmpty()) { "empty prompt" }
+    require(prompt.size <= cacheLength - 1) { "prompt is ${prompt.size} tokens but the cache holds $cacheLength" }
+    require(k == 0 || drafter != null) { "k > 0 needs a drafter" }
+    val out = ArrayList<Int>()
+    val trace = ArrayList<Cycle>()
+    val perDepth = IntArray(maxOf(k, 1))
+    var cycles = 0; var drafted = 0; var accepted = 0
+    var draftNs = 0L; var verifyNs = 0L
+    var reason: String? = null
+    val t0 = clock()
+    if (maxNewTokens <= 0) return Generation(out, "max_new_tokens", trace, 0, 0, 0, perDepth, 0, 0, 0, 0)
+
+    fun emit(t: Int): Boolean {
+        if (t in eosIds) { reason = "eos"; return false }
+        out.add(t)
+        onToken?.invoke(t)
+        if (out.size >= maxNewTokens) reason = "max_new_tokens"
+        else if (shouldStop != null && shouldStop(out)) reason = "stop"
+        return reason == null
+    }
+
+    val p = prompt.size
+    if (p > 1) backbone.prefill(prompt.copyOfRange(0, p - 1), 0)
+    var step = backbone.decode(prompt[p - 1], p - 1)
+    val ttft = clock() - t0
+    var tok = step.token
+    var act = step.activation
+    var pos = p
+    var alive = emit(tok)
+    while (alive) {
+        if (pos >= cacheLength) { reason = "cache_full"; break }
+        if (k == 0 || pos + k >= cacheLength) {
+            step = backbone.decode(tok, pos); tok = step.token; act = step.activation; pos += 1
+            alive = emit(tok); continue
+        }
+        val t1 = clock()
+        val drafts = drafter!!.draft(tok, act, pos, k)
+        if (drafts == null) {
+            step = backbone.decode(tok, pos); tok = step.token; act = step.activation; pos += 1
+            alive = emit(tok); continue
+        }
+        val t2 = clock()
+        val ver = backbone.verify(intArrayOf(tok) + drafts, pos)
+        draftNs += t2 - t1
+        verifyNs += clock() - t2
+        var n = 0
+        while (n < k && drafts[n] == ver.argmax[n]) { perDepth[n]++; n++ }
+        val block = drafts.take(n) + ver.argmax[n]
+        cycles++; drafted += k; accepted += n
+        val emitted = ArrayList<Int>()
+        for (t in block) {
+            alive = emit(t)
+            emitted.add(t)
+            if (!alive) break
+        }
+        trace.add(Cycle(pos, drafts.toList(), ver.argmax.toList(), n, emitted))
+        tok = ver.argmax[n]; act = ver.activations[n]; pos += n + 1
+    }
+    return Generation(out, reason ?: "max_new_tokens", trace, cycles, drafted, accepted, perDepth, ttft,
+        clock() - t0, draftNs, verifyNs)
+}
+
+/** Prompt lookup: the k tokens after the latest earlier match of the last 3/2/1 tokens, or null. */
+fun lookup(history: List<Int>, k: Int, maxNgram: Int = 3): IntArray? {
+    val l = history.size
+    for (n in minOf(maxNgram, l - 1) downTo 1) {
+        val tail = history.subList(l - n, l)
+        for (s in l - n - 1 downTo 0) {
+            if (history.subList(s, s + n) == tail) {
+                val cont = history.subList(s + n, minOf(s + n + k, l))
+                if (cont.isNotEmpty()) return IntArray(k) { if (it < cont.size) cont[it] else cont.last() }
+            }
+        }
+    }
+    return null
+}
+
+/** Auto-gating from measured step times, as `mtplite calibrate`: K if the predicted speedup beats 1.05x. */
+fun chooseK(decodeMs: Double, verifyMs: Double, drafterStepMs: Double, acceptancePerDepth: List<Double>, k: Int): Int? {
+    val tau = 1.0 + acceptancePerDepth.take(k).sum()
+    val speedup = tau * decodeMs / (k * drafterStepMs + verifyMs)
+    return if (speedup > 1.05) k else null
+}

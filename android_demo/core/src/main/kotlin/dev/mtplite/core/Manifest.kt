@@ -1,0 +1,134 @@
+package dev.mtplite.core
+
+/**
+ * OUT/android/manifest.json: parsing and the same checks as `mtplite inspect` (mtplite/export/contract.py), run on
+ * the signatures the manifest records. Every refusal names the field or tensor.
+ */
+class ManifestError(msg: String) : Exception(msg)
+
+data class Tensor(val shape: List<Long>, val dtype: String)
+data class Signature(val inputs: Map<String, Tensor>, val outputs: Map<String, Tensor>)
+
+data class Manifest(
+    val k: Int, val cacheLength: Int, val vocabSize: Int, val hiddenSize: Int, val numLayers: Int,
+    val draftVocabSize: Int, val prefillLengths: List<Int>, val readLayers: List<Int>, val eosIds: List<Int>,
+    val bosId: Int?, val files: Map<String, String>, val signatures: Map<String, Map<String, Signature>>,
+    val settingsK: Any?, val backboneFingerprint: String?, val headFingerprint: String?,
+)
+
+const val FORMAT_VERSION = 1L
+
+private fun fail(where: String, msg: String): Nothing = throw ManifestError("$where: $msg")
+
+private fun intField(m: Map<String, Any?>, key: String, where: String): Int {
+    val v = m[key]
+    if (v !is Long) fail(where, "field '$key' must be int, got ${typeName(v)}; re-run `mtplite export`")
+    if (v <= 0 || v >= (1L shl 24)) fail(where, "field '$key' = $v is out of range")
+    return v.toInt()
+}
+
+private fun typeName(v: Any?) = when (v) {
+    null -> "NoneType"; is Long -> "int"; is Double -> "float"; is String -> "str"; is Boolean -> "bool"
+    is List<*> -> "list"; is Map<*, *> -> "dict"; else -> "object"
+}
+
+private fun intList(v: Any?): List<Long>? = (v as? List<*>)?.let { l -> if (l.all { it is Long }) l.map { it as Long } else null }
+
+private fun parseSig(v: Any?, where: String): Signature {
+    fun io(x: Any?): Map<String, Tensor> {
+        val m = x as? Map<*, *> ?: fail(where, "signatures must map names to {inputs, outputs}")
+        return m.entries.associate { (k, t) ->
+            val tm = t as? Map<*, *> ?: fail(where, "tensor $k must be {shape, dtype}")
+            val shape = intList(tm["shape"]) ?: fail(where, "tensor $k shape must be a list of ints")
+            k.toString() to Tensor(shape, tm["dtype"] as? String ?: fail(where, "tensor $k dtype must be a string"))
+        }
+    }
+    val m = v as? Map<*, *> ?: fail(where, "signatures must map names to {inputs, outputs}")
+    return Signature(io(m["inputs"]), io(m["outputs"]))
+}
+
+fun parseManifest(text: String, where: String): Manifest {
+    val root = try { Json.parse(text) } catch (e: Json.ParseError) {
+        fail(where, "not valid JSON (${e.message}); re-run `mtplite export`")
+    }
+    val m = root as? Map<String, Any?> ?: fail(where, "not an mtplite manifest (format != 'mtplite-bundle')")
+    if (m["format"] != "mtplite-bundle") fail(where, "not an mtplite manifest (format != 'mtplite-bundle')")
+    if (m["format_version"] != FORMAT_VERSION) fail(where, "format_version ${m["format_version"]} is not supported (this mtplite reads $FORMAT_VERSION); re-export with this version")
+    val k = intField(m, "K", where); val c = intField(m, "cache_length", where)
+    val v = intField(m, "vocab_size", where); val h = intField(m, "hidden_size", where)
+    val nl = intField(m, "num_layers", where); val dv = intField(m, "draft_vocab_size", where)
+    val pl = intList(m["prefill_lengths"])
+    if (m["prefill_lengths"] !is List<*>) fail(where, "field 'prefill_lengths' must be list, got ${typeName(m["prefill_lengths"])}; re-run `mtplite export`")
+    if (pl == null || pl.isEmpty() || pl.any { it <= 0 || it > c }) fail(where, "'prefill_lengths' must be positive ints <= cache_length")
+    val files = m["files"] as? Map<*, *> ?: fail(where, "field 'files' must be dict, got ${typeName(m["files"])}; re-run `mtplite export`")
+    for (g in listOf("backbone", "embedder", "drafter", "tokenizer")) {
+        val f = files[g]
+        if (f !is String || '/' in f || '\\' in f || f.startsWith(".")) fail(where, "files.$g must be a plain file name next to the manifest")
+    }
+    if (m["read_layers"] !is List<*>) fail(where, "field 'read_layers' must be list, got ${typeName(m["read_layers"])}; re-run `mtplite export`")
+    val rl = intList(m["read_layers"])
+    if (rl == null || rl.isEmpty() || rl.any { it < 0 || it >= nl }) fail(where, "'read_layers' must be layer indices < num_layers")
+    if (m["eos_ids"] !is List<*>) fail(where, "field 'eos_ids' must be list, got ${typeName(m["eos_ids"])}; re-run `mtplite export`")
+    val eos = intList(m["eos_ids"])
+    if (eos == null || eos.any { it < 0 || it >= v }) fail(where, "'eos_ids' must be token ids < vocab_size")
+    val sigsRaw = m["signatures"] as? Map<*, *> ?: fail(where, "field 'signatures' missing; re-run `mtplite export`")
+    val sigs = listOf("backbone", "embedder", "drafter").associateWith { g ->
+        val gm = sigsRaw[g] as? Map<*, *> ?: fail(where, "signatures.$g missing; re-run `mtplite export`")
+        gm.entries.associate { (name, s) -> name.toString() to parseSig(s, where) }
+    }
+    val settings = m["settings"] as? Map<*, *>
+    val man = Manifest(k, c, v, h, nl, dv, pl.map { it.toInt() }, rl.map { it.toInt() }, eos.map { it.toInt() },
+        (m["bos_id"] as? Long)?.toInt(), files.entries.associate { it.key.toString() to it.value.toString() }, sigs,
+        settings?.get("K"), m["backbone_fingerprint"] as? String, m["head_fingerprint"] as? String)
+    checkContract(man, where)
+    return man
+}
+
+/** The LiteRT-LM MTP contract on the recorded signatures (same rules as contract.check_contract). */
+fun checkContract(m: Manifest, where: String) {
+    val bb = m.signatures.getValue("backbone"); val emb = m.signatures.getValue("embedder")
+    val dr = m.signatures.getValue("drafter")
+    for (s in listOf("decode", "verify") + m.prefillLengths.map { "prefill_$it" })
+        if (s !in bb) fail(where, "backbone lacks signature '$s'")
+    if ("decode_embedder" !in emb) fail(where, "embedder lacks signature 'decode_embedder'")
+    if (dr.keys != setOf("mtp_drafter")) fail(where, "drafter must have exactly one signature 'mtp_drafter'")
+    val d = dr.getValue("mtp_drafter")
+    val vt = bb.getValue("verify").inputs["input_pos"]
+    if (vt == null || vt.shape != listOf((m.k + 1).toLong())) fail(where, "verify input_pos is ${vt?.shape} but K=${m.k} needs [${m.k + 1}] (T = K+1)")
+    val kvRef = bb.getValue("decode").inputs
+    for ((sname, sig) in bb) {
+        for ((io, tensors) in listOf("input" to sig.inputs, "output" to sig.outputs)) for ((name, t) in tensors) {
+            val ref = kvRef[name]
+            if (name.startsWith("kv_cache_") && (ref == null || t.shape != ref.shape || t.dtype != ref.dtype))
+                fail(where, "backbone $sname $io $name is ${t.dtype}${t.shape} but decode has ${ref?.dtype}${ref?.shape}")
+        }
+        val mk = sig.inputs["mask"]
+        if (mk != null && mk.dtype != "float32") fail(where, "backbone $sname mask is ${mk.dtype}; LiteRT-LM needs a float additive mask (a bool mask masks nothing)")
+    }
+    val kvIn = d.inputs.keys.filter { it.startsWith("kv") }
+    if (kvIn.isEmpty()) fail(where, "drafter reads no kv_cache_* tensor")
+    for (name in kvIn) {
+        val t = d.inputs.getValue(name); val ref = kvRef[name] ?: fail(where, "drafter input $name ${t.shape} has no backbone tensor of that name")
+        if (t.shape != ref.shape || t.dtype != ref.dtype)
+            fail(where, "drafter $name is ${t.dtype}${t.shape} but backbone $name is ${ref.dtype}${ref.shape}: the KV buffers cannot be shared")
+    }
+    val h = m.hiddenSize.toLong()
+    val expect = listOf(
+        Triple("input", "activations", listOf(1L, 1L, 2 * h)), Triple("input", "input_pos", listOf(1L)),
+        Triple("input", "mask", listOf(1L, 1L, 1L, m.cacheLength.toLong())),
+        Triple("output", "logits", listOf(1L, 1L, m.vocabSize.toLong())), Triple("output", "projected_activations", listOf(1L, 1L, h)))
+    for ((io, name, shape) in expect) {
+        val t = (if (io == "input") d.inputs else d.outputs)[name]
+        if (t == null || t.shape != shape) fail(where, "drafter $io $name is ${t?.shape}, expected $shape")
+    }
+    if (d.inputs.getValue("mask").dtype != "float32" || d.inputs.getValue("activations").dtype != "float32")
+        fail(where, "drafter mask and activations must be float32")
+    for (s in listOf("decode", "verify")) {
+        val a = bb.getValue(s).outputs["activations"]; val t = if (s == "decode") 1L else (m.k + 1).toLong()
+        if (a == null || a.shape != listOf(1L, t, h) || a.dtype != "float32")
+            fail(where, "backbone $s activations is ${a?.shape}, expected float32[1, $t, $h]")
+    }
+    val mk = bb.getValue("decode").inputs["mask"]
+    if (mk == null || mk.shape != listOf(1L, 1L, 1L, m.cacheLength.toLong()))
+        fail(where, "decode mask is ${mk?.shape}, expected [1, 1, 1, ${m.cacheLength}] (cache_length)")
+}

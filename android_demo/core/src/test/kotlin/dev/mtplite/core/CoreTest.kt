@@ -1,0 +1,159 @@
+package dev.mtplite.core
+
+import org.junit.jupiter.api.Assertions.assertEquals
+import org.junit.jupiter.api.Assertions.assertNull
+import org.junit.jupiter.api.Assertions.assertTrue
+import org.junit.jupiter.api.Test
+import java.io.File
+
+/** A deterministic toy backbone: next = f(previous, position); the drafter is right except at every 4th position. */
+private class ToyModel : Backbone, Drafter {
+    val cache = HashMap<Int, Int>()
+    fun next(tok: Int, pos: Int) = (tok * 31 + 7 + (pos % 5)) % 97
+    override fun prefill(ids: IntArray, start: Int) { ids.forEachIndexed { i, t -> cache[start + i] = t } }
+    override fun decode(token: Int, pos: Int): Decoded { cache[pos] = token; return Decoded(next(token, pos), FloatArray(1)) }
+    override fun verify(tokens: IntArray, pos: Int): Verified {
+        tokens.forEachIndexed { i, t -> cache[pos + i] = t }
+        return Verified(IntArray(tokens.size) { next(tokens[it], pos + it) }, Array(tokens.size) { FloatArray(1) })
+    }
+    override fun draft(token: Int, activation: FloatArray, pos: Int, k: Int): IntArray {
+        var t = token; var p = pos
+        return IntArray(k) { t = next(t, p) + if ((p + 1) % 4 == 0) 1 else 0; p++; t }
+    }
+}
+
+class CoreTest {
+    private fun plain(n: Int, eos: Set<Int> = emptySet()) = generate(intArrayOf(1, 2, 3), ToyModel(), null, 0, n, eos, 256)
+    private fun mtp(n: Int, eos: Set<Int> = emptySet()) = ToyModel().let { generate(intArrayOf(1, 2, 3), it, it, 3, n, eos, 256) }
+
+    @Test fun mtpEqualsPlainForEveryBudget() {
+        for (n in 1..40) {
+            val a = plain(n); val b = mtp(n)
+            assertEquals(a.tokens, b.tokens, "budget $n")
+            assertEquals(n, b.tokens.size)
+        }
+        assertTrue(mtp(40).accepted > 0)
+    }
+
+    @Test fun eosInsideAnAcceptedBlock() {
+        val full = plain(40).tokens
+        for (i in 2 until 20) {
+            val eos = setOf(full[i])
+            val a = plain(40, eos); val b = mtp(40, eos)
+            assertEquals(a.tokens, b.tokens)
+            assertEquals("eos", b.stopReason)
+        }
+    }
+
+    @Test fun cacheEndFallsBackToPlainDecode() {
+        val m = ToyModel()
+        val r = generate(IntArray(250) { it % 90 }, m, m, 3, 50, emptySet(), 256)
+        val p = generate(IntArray(250) { it % 90 }, ToyModel(), null, 0, 50, emptySet(), 256)
+        assertEquals(p.tokens, r.tokens)
+        assertEquals("cache_full", r.stopReason)
+        assertEquals(256 - 250 + 1, r.tokens.size)
+    }
+
+    @Test fun promptLookup() {
+        assertEquals(listOf(4, 5), lookup(listOf(1, 2, 3, 4, 5, 9, 2, 3), 2)!!.toList())
+        assertEquals(listOf(5, 7, 7), lookup(listOf(7, 5, 7), 3)!!.toList())
+        assertNull(lookup(listOf(1, 2, 3), 2))
+    }
+
+    @Test fun gating() {
+        assertEquals(3, chooseK(10.0, 12.0, 0.5, listOf(0.8, 0.6, 0.4), 3))
+        assertNull(chooseK(10.0, 30.0, 5.0, listOf(0.1, 0.0, 0.0), 3))
+    }
+
+    @Test fun jsonRoundTrip() {
+        val v = mapOf("a" to listOf(1L, 2L), "s" to "x\"y\n", "n" to null, "d" to 1.5, "b" to true)
+        assertEquals(v, Json.parse(Json.write(v)))
+    }
+
+    @Test fun writesSampleDeviceLog() {
+        val out = System.getProperty("mtplite.logOut") ?: return
+        JsonlWriter(File(out)).use { w ->
+            for ((i, mode) in listOf("plain", "mtp", "plain", "mtp").withIndex()) {
+                val g = if (mode == "mtp") mtp(24 + i) else plain(24 + i)
+                val mem = Memory(50_000_000, 400_000_000, 100_000_000, 600_000_000, 300_000_000, 12_000_000,
+                    if (mode == "mtp") 130_000_000 else null)
+                w.write(BenchRecord.from("JVM test (ToyModel)", mode, "p$i", if (i < 2) "summarize" else "code", g, mem))
+            }
+        }
+    }
+}
+
+/** Replays golden traces written by the Python runtime: same calls, same arguments, same outputs, same tokens. */
+class GoldenTraceTest {
+    private class Replay(lines: List<String>) : Backbone, Drafter {
+        val calls = ArrayDeque(lines)
+        fun take(kind: String): List<String> {
+            val l = calls.removeFirstOrNull() ?: error("no more recorded calls, wanted $kind")
+            val f = l.split(" ")
+            assertEquals(kind, f[0], "call order: $l")
+            return f.drop(1)
+        }
+        fun ints(s: String) = if (s.isBlank()) IntArray(0) else s.trim().split(" ").map { it.toInt() }.toIntArray()
+        override fun prefill(ids: IntArray, start: Int) {
+            val f = take("prefill"); assertEquals(f[0].toInt(), start); assertEquals(f.drop(1).map { it.toInt() }, ids.toList())
+        }
+        override fun decode(token: Int, pos: Int): Decoded {
+            val f = take("decode"); assertEquals(listOf(f[0].toInt(), f[1].toInt()), listOf(token, pos))
+            return Decoded(f[2].toInt(), FloatArray(0))
+        }
+        override fun verify(tokens: IntArray, pos: Int): Verified {
+            val f = take("verify").joinToString(" ").split("|")
+            val head = ints(f[0]); assertEquals(pos, head[0]); assertEquals(head.drop(1), tokens.toList())
+            val ys = ints(f[1]); return Verified(ys, Array(ys.size) { FloatArray(0) })
+        }
+        override fun draft(token: Int, activation: FloatArray, pos: Int, k: Int): IntArray? {
+            val f = take("draft"); assertEquals(listOf(f[0].toInt(), f[1].toInt(), f[2].toInt()), listOf(token, pos, k))
+            return if (f[3] == "none") null else f.drop(3).map { it.toInt() }.toIntArray()
+        }
+    }
+
+    @Test fun reproducesEveryGoldenTrace() {
+        val dir = File(System.getProperty("mtplite.golden") ?: return)
+        val files = dir.listFiles { f -> f.name.endsWith(".trace") }!!.sorted()
+        assertTrue(files.isNotEmpty(), "no golden traces in $dir")
+        for (f in files) {
+            val lines = f.readLines()
+            fun field(k: String) = lines.first { it.startsWith("$k ") }.removePrefix("$k ")
+            val prompt = field("prompt").split(" ").map { it.toInt() }.toIntArray()
+            val (k, maxNew, cache) = field("params").split(" ").map { it.toInt() }
+            val eos = field("eos").split(" ").filter { it.isNotBlank() }.map { it.toInt() }.toSet()
+            val replay = Replay(lines.filter { it.split(" ")[0] in setOf("prefill", "decode", "verify", "draft") })
+            val g = generate(prompt, replay, replay, k, maxNew, eos, cache)
+            assertEquals(field("tokens").split(" ").filter { it.isNotBlank() }.map { it.toInt() }, g.tokens, f.name)
+            assertEquals(field("stop"), g.stopReason, f.name)
+            val cycles = lines.filter { it.startsWith("cycle ") }.map { it.removePrefix("cycle ") }
+            assertEquals(cycles, g.trace.map { c ->
+                "${c.pos} ${c.accepted} | ${c.drafted.joinToString(" ")} | ${c.verify.joinToString(" ")} | ${c.emitted.joinToString(" ")}"
+            }, f.name)
+            assertTrue(replay.calls.isEmpty(), "${f.name}: ${replay.calls.size} recorded calls were not made")
+        }
+        println("golden traces reproduced: ${files.size}")
+    }
+}
+
+/** The manifest fixtures Python also checks: the same ones must be accepted / refused, naming the same thing. */
+class ManifestFixtureTest {
+    @Test fun sameDecisionsAsPython() {
+        val dir = File(System.getProperty("mtplite.manifests") ?: return)
+        val files = dir.listFiles { f -> f.name.endsWith(".json") }!!.sorted()
+        assertTrue(files.isNotEmpty())
+        val report = StringBuilder()
+        for (f in files) {
+            val expect = File(f.path.removeSuffix(".json") + ".expect").readText().trim()
+            val got = try { parseManifest(f.readText(), f.name); "ok" } catch (e: ManifestError) { "refuse ${e.message}" }
+            if (expect == "ok") assertEquals("ok", got, f.name)
+            else {
+                assertTrue(got.startsWith("refuse"), "${f.name}: Kotlin accepted what Python refused ($expect)")
+                val key = expect.removePrefix("refuse ")
+                assertTrue(key in got, "${f.name}: Kotlin refusal '$got' does not name '$key'")
+            }
+            report.append("${f.name}: ${got.take(100)}\n")
+        }
+        File(dir, "kotlin-decisions.txt").writeText(report.toString())
+    }
+}

@@ -1,0 +1,94 @@
+"""`mtplite report LOG.jsonl`: device logs from the Android demo -> the same tables and plot as `mtplite bench`."""
+import json
+from collections import defaultdict
+from pathlib import Path
+
+from mtplite.errors import UserError
+from mtplite.runtime.bench import aggregate
+
+NUM = ("tokens", "decode_s", "ttft_s", "cycles", "accepted", "draft_ms_per_cycle", "verify_ms_per_cycle")
+
+
+def read_log(path):
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"{p}: device log not found (adb pull it from the app's files dir first)")
+    recs = []
+    try:
+        text = p.read_text()
+    except UnicodeDecodeError:
+        raise UserError(f"{p}: not a text JSONL file") from None
+    for i, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise UserError(f"{p}:{i}: not JSON ({e.msg}); a truncated last line means the run was killed") from None
+        if not isinstance(r, dict) or r.get("schema") != "mtplite-device-log/1":
+            raise UserError(f"{p}:{i}: not an mtplite device log record (schema != mtplite-device-log/1)")
+        for k in NUM:
+            v = r.get(k)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0 or v != v:
+                raise UserError(f"{p}:{i}: field '{k}' must be a non-negative number, got {v!r}")
+        apd = r.get("acceptance_per_depth")
+        if not isinstance(apd, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in apd):
+            raise UserError(f"{p}:{i}: field 'acceptance_per_depth' must be a list of numbers")
+        for k in ("mode", "task", "id"):
+            if not isinstance(r.get(k), str):
+                raise UserError(f"{p}:{i}: field '{k}' must be a string")
+        recs.append(r)
+    if not recs:
+        raise UserError(f"{p}: empty device log")
+    return recs
+
+
+def report(path):
+    recs = read_log(path)
+    per = defaultdict(lambda: defaultdict(list))
+    for r in recs:
+        per[r["mode"]][r["task"]].append(r)
+        per[r["mode"]]["all"].append(r)
+    if "plain" not in per:
+        raise UserError(f"{path}: no 'plain' records: ratios need the plain baseline from the same run")
+    modes = ["plain"] + sorted(m for m in per if m != "plain")
+    tasks = sorted({r["task"] for r in recs}) + ["all"]
+    table = {m: {t: aggregate(per[m][t]) if per[m][t] else aggregate(per["plain"][t]) | {"decode_tokens_per_s": None}
+                 for t in tasks} for m in modes}
+    ratios = {f"{m}/plain": {t: table[m][t]["decode_tokens_per_s"] / table["plain"][t]["decode_tokens_per_s"]
+                             for t in tasks if table[m][t]["decode_tokens_per_s"] and table["plain"][t]["decode_tokens_per_s"]}
+              for m in modes if m != "plain"}
+    last = {m: per[m]["all"][-1] for m in modes}
+    mtp_rec = last.get("mtp", last["plain"])
+    memory = {"backbone_bytes": last["plain"].get("weight_bytes", 0), "embedder_bytes": 0,
+              "drafter_bytes": max(mtp_rec.get("weight_bytes", 0) - last["plain"].get("weight_bytes", 0), 0),
+              "kv_bytes": last["plain"].get("kv_bytes", 0), "mtp_extra_kv_bytes": 0,
+              "mtp_extra_fraction_of_backbone": (max(mtp_rec.get("weight_bytes", 0) - last["plain"].get("weight_bytes", 0), 0)
+                                                 / max(last["plain"].get("weight_bytes", 1), 1)),
+              "peak_rss_bytes": max(r.get("pss_after_load_bytes", 0) for r in recs),
+              "memory_saved_vs_standalone_bytes": mtp_rec.get("memory_saved_vs_standalone_bytes")}
+    return {"source": str(path), "device": recs[0].get("device"), "K": max(len(r["acceptance_per_depth"]) for r in recs),
+            "max_new_tokens": max(r["tokens"] for r in recs), "threads": "device", "modes": modes, "tasks": tasks,
+            "table": table, "ratios": ratios, "memory": memory, "spec_vs_plain_mismatches": "n/a (device log)",
+            "manifest": {"backbone_spec": recs[0].get("device")}}
+
+
+def register(sub):
+    r = sub.add_parser("report", help="turn Android device logs (JSONL) into the bench tables and plot")
+    r.add_argument("log")
+    r.add_argument("--plot")
+    r.add_argument("--json")
+    r.set_defaults(fn=cmd_report)
+
+
+def cmd_report(a):
+    from mtplite.paths import write_text_atomic
+    from mtplite.runtime.bench import markdown, plot
+
+    res = report(a.log)
+    print(f"device: {res['device']}")
+    print(markdown(res))
+    if a.json:
+        write_text_atomic(a.json, json.dumps(res, indent=1))
+    if a.plot:
+        plot(res, a.plot)

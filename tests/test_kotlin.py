@@ -1,0 +1,179 @@
+"""The Android demo's pure-Kotlin core: compiled with kotlinc and unit-tested with JUnit 5, driven by golden traces
+and manifest fixtures that the Python runtime writes here, so Python and Kotlin provably run the same loop."""
+import copy
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import PROMPTS, trained
+from test_export_runtime import C, bundle
+
+ROOT = Path(__file__).resolve().parents[1]
+CORE = ROOT / "android_demo" / "core" / "src"
+JUNIT = Path("/usr/share/java/junit-platform-console-standalone.jar")
+
+
+def _kotlinc():
+    for c in (ROOT / ".kotlin-build" / "node_modules" / "kotlin-compiler" / "bin" / "kotlinc-jvm",
+              shutil.which("kotlinc-jvm"), shutil.which("kotlinc")):
+        if c and Path(c).exists():
+            return Path(c)
+    return None
+
+
+def record_steps(steps, log):
+    """Wrap step functions so every call and its result is written as a golden-trace line."""
+    prefill, decode, verify, draft = steps
+
+    def p(ids, start):
+        log.append(f"prefill {start} " + " ".join(map(str, ids)))
+        return prefill(ids, start)
+
+    def d(tok, pos):
+        y, a = decode(tok, pos)
+        log.append(f"decode {tok} {pos} {y}")
+        return y, a
+
+    def v(toks, pos):
+        ys, acts = verify(toks, pos)
+        log.append(f"verify {pos} {' '.join(map(str, toks))}|{' '.join(map(str, ys))}")
+        return ys, acts
+
+    def dr(tok, act, pos, k):
+        out = draft(tok, act, pos, k)
+        log.append(f"draft {tok} {pos} {k} " + ("none" if out is None else " ".join(map(str, out))))
+        return out
+
+    return p, d, v, dr
+
+
+def write_golden(dirpath):
+    from mtplite.model import generate as G
+    from mtplite.runtime.litert import Bundle
+    from mtplite.runtime.lookup import lookup_steps
+
+    bb, head, *_ = trained("tiny:gemma3")
+    b = Bundle(bundle("tiny:gemma3"), threads=1)
+    n = 0
+    for i, prompt in enumerate(PROMPTS[:8]):
+        ids = bb.encode(prompt)
+        full = G.run(ids, b.steps(), max_new_tokens=30, eos_ids=set(), K=0, cache_len=C)["tokens"]
+        cases = [("mtp", 3, 7 + 3 * i, set()), ("plain", 0, 9, set()), ("hybrid", 3, 20, set())]
+        if len(full) > 12:
+            cases.append(("mtp-eos", 3, 30, {full[11]}))
+        for mode, K, budget, eos in cases:
+            log = []
+            history = list(ids)
+            steps = b.steps()
+            if mode == "hybrid":
+                steps, _ = lookup_steps(steps, history, mode="hybrid")
+            res = G.run(ids, record_steps(steps, log), max_new_tokens=budget, eos_ids=eos, K=K, cache_len=C,
+                        on_token=history.append)
+            lines = [f"prompt {' '.join(map(str, ids))}", f"params {K} {budget} {C}", f"eos {' '.join(map(str, eos))}"]
+            lines += log
+            for c in res["trace"]:
+                lines.append(f"cycle {c['pos']} {c['accepted']} | {' '.join(map(str, c['drafted']))} | "
+                             f"{' '.join(map(str, c['verify']))} | {' '.join(map(str, c['emitted']))}")
+            lines += [f"tokens {' '.join(map(str, res['tokens']))}", f"stop {res['stop_reason']}"]
+            (dirpath / f"{i:02d}-{mode}.trace").write_text("\n".join(lines) + "\n")
+            n += 1
+    return n
+
+
+def write_manifest_fixtures(dirpath):
+    """Good and hand-broken manifests; `.expect` holds Python's decision and the name its refusal gives."""
+    from mtplite.errors import UserError
+    from mtplite.export.contract import check_manifest_dict
+
+    good = json.loads((bundle("tiny:gemma3") / "android" / "manifest.json").read_text())
+    kv = next(n for n in good["signatures"]["drafter"]["mtp_drafter"]["inputs"] if n.startswith("kv_cache_k_"))
+
+    def mut(f):
+        m = copy.deepcopy(good)
+        f(m)
+        return m
+
+    cases = {
+        "good": (good, None),
+        "format-version": (mut(lambda m: m.update(format_version=2)), "format_version"),
+        "k-string": (mut(lambda m: m.update(K="3")), "'K'"),
+        "huge-cache": (mut(lambda m: m.update(cache_length=1 << 30)), "cache_length"),
+        "drafter-kv-shape": (mut(lambda m: m["signatures"]["drafter"]["mtp_drafter"]["inputs"][kv].update(shape=[1, 1, 64, 16])), kv),
+        "drafter-kv-dtype": (mut(lambda m: m["signatures"]["drafter"]["mtp_drafter"]["inputs"][kv].update(dtype="float16")), kv),
+        "verify-len": (mut(lambda m: m["signatures"]["backbone"]["verify"]["inputs"]["input_pos"].update(shape=[3])), "input_pos"),
+        "bool-mask": (mut(lambda m: m["signatures"]["backbone"]["verify"]["inputs"]["mask"].update(dtype="bool")), "mask"),
+        "path-escape": (mut(lambda m: m["files"].update(backbone="../backbone.tflite")), "files.backbone"),
+        "read-layer": (mut(lambda m: m.update(read_layers=[99])), "read_layers"),
+        "eos-range": (mut(lambda m: m.update(eos_ids=[10 ** 6])), "eos_ids"),
+        "no-decode": (mut(lambda m: m["signatures"]["backbone"].pop("decode")), "decode"),
+        "two-drafter-sigs": (mut(lambda m: m["signatures"]["drafter"].update(extra=m["signatures"]["drafter"]["mtp_drafter"])), "mtp_drafter"),
+        "prefill-list": (mut(lambda m: m.update(prefill_lengths="32")), "prefill_lengths"),
+    }
+    decisions = {}
+    for name, (m, key) in cases.items():
+        (dirpath / f"{name}.json").write_text(json.dumps(m))
+        try:
+            check_manifest_dict(m, f"{name}.json")
+            got = None
+        except UserError as e:
+            got = str(e)
+            assert key and key in got, (name, got)
+        assert (got is None) == (key is None), (name, got)
+        (dirpath / f"{name}.expect").write_text("ok" if key is None else f"refuse {key}")
+        decisions[name] = got
+    (dirpath / "not-json.json").write_text("{not json")
+    (dirpath / "not-json.expect").write_text("refuse JSON")
+    return decisions
+
+
+def test_kotlin_core(tmp_path):
+    kotlinc = _kotlinc()
+    if kotlinc is None or not JUNIT.exists():
+        pytest.fail("kotlinc (npm kotlin-compiler) and JUnit 5 (Debian junit5) are needed; .ci/run installs both")
+    golden, manifests = tmp_path / "golden", tmp_path / "manifests"
+    golden.mkdir()
+    manifests.mkdir()
+    n = write_golden(golden)
+    assert n >= 20
+    write_manifest_fixtures(manifests)
+    jar = tmp_path / "core.jar"
+    cp = ":".join(str(Path("/usr/share/java") / j) for j in ("junit-jupiter-api.jar", "apiguardian-api.jar",
+                                                              "opentest4j.jar"))
+    srcs = [str(p) for p in CORE.rglob("*.kt")]
+    r = subprocess.run([str(kotlinc), "-d", str(jar), "-cp", cp, "-jvm-target", "17", "-nowarn", *srcs],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    stdlib = kotlinc.parent.parent / "lib" / "kotlin-stdlib.jar"
+    log = tmp_path / "device.jsonl"
+    r = subprocess.run(["java", f"-Dmtplite.golden={golden}", f"-Dmtplite.manifests={manifests}",
+                        f"-Dmtplite.logOut={log}", "-jar", str(JUNIT), "--class-path", f"{jar}:{stdlib}",
+                        "--scan-classpath", "--fail-if-no-tests", "--disable-banner", "--details=tree"],
+                       capture_output=True, text=True, timeout=600)
+    ok = re.search(r"(\d+) tests successful", r.stdout)
+    bad = re.search(r"(\d+) tests failed", r.stdout)
+    print(f"{ok.group(1) if ok else 0} passed, {bad.group(1) if bad else '?'} failed (Kotlin core, JUnit 5)")
+    fails = [l for l in r.stdout.splitlines() if "✘" in l or "=>" in l or "expected" in l][:20]
+    assert r.returncode == 0 and bad and bad.group(1) == "0", "\n".join(fails) or r.stdout[-4000:]
+    assert int(ok.group(1)) >= 9
+    # the sample device log the Kotlin writer produced goes through `mtplite report`
+    assert log.exists() and len(log.read_text().splitlines()) == 4
+    png = tmp_path / "report.png"
+    r = subprocess.run([sys.executable, "-m", "mtplite.cli", "report", str(log), "--plot", str(png)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "mtp/plain" in r.stdout and "summarize" in r.stdout and png.stat().st_size > 1000
+
+
+def test_report_rejects_bad_logs(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    for content, needle in [('{"schema": "x"}\n', "schema"), ("{trunc", "not JSON"), ("", "empty"),
+                            ('{"schema": "mtplite-device-log/1", "tokens": -1}\n', "tokens")]:
+        bad.write_text(content)
+        r = subprocess.run([sys.executable, "-m", "mtplite.cli", "report", str(bad)], capture_output=True, text=True)
+        assert r.returncode == 2 and "Traceback" not in r.stderr and needle in r.stderr, r.stderr
