@@ -83,6 +83,19 @@ def build_litertlm(tmp, out_file):
         b.build(f)
 
 
+def write_bench_prompts(backbone, path):
+    """The benchmark prompts pre-tokenized for the Android demo (it has no HF tokenizer)."""
+    from mtplite.runtime.bench import default_prompts, load_prompts
+
+    try:
+        prompts = load_prompts(default_prompts())
+    except UserError:
+        prompts = [{"id": "demo-0", "task": "freeform", "prompt": "The three primary colors are"}]
+    with open(path, "w") as f:
+        for p in prompts:
+            f.write(json.dumps({"id": p["id"], "task": p["task"], "ids": backbone.encode(p["prompt"])}) + "\n")
+
+
 def file_sha(path):
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -154,13 +167,14 @@ def export(backbone, head, head_doc, out, cache_len=512, prefill_lengths=(32, 12
         man["litertlm_bytes"] = (tmp / "model.litertlm").stat().st_size
         man["export_seconds"] = round(t, 1)
         (tmp / "manifest.json").write_text(json.dumps(man, indent=1))
+        write_bench_prompts(backbone, tmp / "bench_prompts.jsonl")
         android = out / "android"
         android.mkdir(exist_ok=True)
         # manifest last: a bundle is complete exactly when its manifest exists
         for stale in (android / "manifest.json", out / "model.litertlm"):
             if stale.exists():
                 stale.unlink()
-        for f in ("backbone.tflite", "embedder.tflite", "drafter.tflite", "tokenizer.json"):
+        for f in ("backbone.tflite", "embedder.tflite", "drafter.tflite", "tokenizer.json", "bench_prompts.jsonl"):
             os.replace(tmp / f, android / f)
         os.replace(tmp / "model.litertlm", out / "model.litertlm")
         os.replace(tmp / "manifest.json", android / "manifest.json")

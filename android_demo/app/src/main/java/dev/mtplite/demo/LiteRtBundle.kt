@@ -1,0 +1,132 @@
+package dev.mtplite.demo
+
+import com.google.ai.edge.litert.Accelerator
+import com.google.ai.edge.litert.CompiledModel
+import com.google.ai.edge.litert.Environment
+import com.google.ai.edge.litert.TensorBuffer
+import dev.mtplite.core.Backbone
+import dev.mtplite.core.Decoded
+import dev.mtplite.core.Drafter
+import dev.mtplite.core.Embedder
+import dev.mtplite.core.Manifest
+import dev.mtplite.core.Verified
+import java.io.File
+
+/**
+ * Binds the core's Backbone / Drafter / Embedder interfaces to LiteRT CompiledModels. One set of KV TensorBuffers,
+ * created once from the backbone's `decode` signature, is passed by name to every backbone signature (as input and
+ * output) and to the drafter (input): the drafter reads the backbone's cache with zero copies, exactly as the Python
+ * runtime (mtplite/runtime/litert.py) does.
+ */
+class LiteRtBundle(dir: File, val man: Manifest, accelerator: Accelerator = Accelerator.CPU, withDrafter: Boolean = true) :
+    Backbone, Drafter, Embedder, AutoCloseable {
+    private val env = Environment.create()
+    private fun load(name: String) =
+        CompiledModel.create(File(dir, name).absolutePath, CompiledModel.Options(accelerator), env)
+
+    val embedder = load(man.files.getValue("embedder"))
+    val backbone = load(man.files.getValue("backbone"))
+    val drafter = if (withDrafter) load(man.files.getValue("drafter")) else null
+    private val h = man.hiddenSize
+    private val c = man.cacheLength
+    private val v = man.vocabSize
+
+    private val kvNames = man.signatures.getValue("backbone").getValue("decode").inputs.keys.filter { it.startsWith("kv_cache_") }
+    val kv: Map<String, TensorBuffer> = kvNames.associateWith { backbone.createInputBuffer(it, "decode") }
+    private val io = HashMap<String, Pair<Map<String, TensorBuffer>, Map<String, TensorBuffer>>>()
+
+    private fun buffers(model: CompiledModel, sig: String, g: String): Pair<Map<String, TensorBuffer>, Map<String, TensorBuffer>> =
+        io.getOrPut("$g/$sig") {
+            val s = man.signatures.getValue(g).getValue(sig)
+            Pair(s.inputs.keys.filterNot { it.startsWith("kv_cache_") }.associateWith { model.createInputBuffer(it, sig) },
+                s.outputs.keys.filterNot { it.startsWith("kv_cache_") }.associateWith { model.createOutputBuffer(it, sig) })
+        }
+
+    val kvBytes: Long = kvNames.sumOf { n ->
+        man.signatures.getValue("backbone").getValue("decode").inputs.getValue(n).shape.fold(4L) { a, b -> a * b }
+    }
+
+    fun reset() = kv.forEach { (n, b) ->
+        val size = man.signatures.getValue("backbone").getValue("decode").inputs.getValue(n).shape.fold(1L) { a, x -> a * x }
+        b.writeFloat(FloatArray(size.toInt()))
+    }
+
+    override fun embed(ids: IntArray): Array<FloatArray> {
+        val sig = if (ids.size == 1) "decode_embedder" else man.prefillLengths.sorted().first { it >= ids.size }.let { "prefill_embedder_$it" }
+        val n = if (ids.size == 1) 1 else sig.substringAfterLast('_').toInt()
+        val (ins, outs) = buffers(embedder, sig, "embedder")
+        ins.getValue("token_ids").writeInt(IntArray(n) { if (it < ids.size) ids[it] else 0 })
+        embedder.run(ins, outs, sig)
+        val e = outs.getValue("embeddings").readFloat()
+        return Array(ids.size) { e.copyOfRange(it * h, (it + 1) * h) }
+    }
+
+    private fun runBackbone(sig: String, ids: IntArray, pos0: Int): Map<String, TensorBuffer> {
+        val (ins, outs) = buffers(backbone, sig, "backbone")
+        val t = man.signatures.getValue("backbone").getValue(sig).inputs.getValue("input_pos").shape[0].toInt()
+        val emb = FloatArray(t * h)
+        embed(ids).forEachIndexed { i, row -> row.copyInto(emb, i * h) }
+        val pos = IntArray(t) { if (it < ids.size) pos0 + it else 0 }
+        val mask = FloatArray(t * c) { NEG }
+        for (r in ids.indices) for (k in 0..pos[r]) mask[r * c + k] = 0f
+        ins.getValue("embeddings").writeFloat(emb)
+        ins.getValue("input_pos").writeInt(pos)
+        ins.getValue("mask").writeFloat(mask)
+        backbone.run(ins + kv, outs + kv, sig)
+        return outs
+    }
+
+    override fun prefill(ids: IntArray, start: Int) {
+        var i = 0
+        val lengths = man.prefillLengths.sorted()
+        while (i < ids.size) {
+            val n = lengths.firstOrNull { it >= ids.size - i } ?: lengths.last()
+            val chunk = ids.copyOfRange(i, minOf(i + n, ids.size))
+            runBackbone("prefill_$n", chunk, start + i)
+            i += chunk.size
+        }
+    }
+
+    private fun argmax(a: FloatArray, from: Int, len: Int): Int {
+        var best = from
+        for (i in from until from + len) if (a[i] > a[best]) best = i
+        return best - from
+    }
+
+    override fun decode(token: Int, pos: Int): Decoded {
+        val outs = runBackbone("decode", intArrayOf(token), pos)
+        return Decoded(argmax(outs.getValue("logits").readFloat(), 0, v), outs.getValue("activations").readFloat())
+    }
+
+    override fun verify(tokens: IntArray, pos: Int): Verified {
+        val outs = runBackbone("verify", tokens, pos)
+        val logits = outs.getValue("logits").readFloat()
+        val acts = outs.getValue("activations").readFloat()
+        return Verified(IntArray(tokens.size) { argmax(logits, it * v, v) },
+            Array(tokens.size) { acts.copyOfRange(it * h, (it + 1) * h) })
+    }
+
+    override fun draft(token: Int, activation: FloatArray, pos: Int, k: Int): IntArray {
+        val d = drafter ?: error("bundle loaded without the drafter")
+        val (ins, outs) = buffers(d, "mtp_drafter", "drafter")
+        val reads = kv.filterKeys { it in man.signatures.getValue("drafter").getValue("mtp_drafter").inputs }
+        ins.getValue("input_pos").writeInt(intArrayOf(pos))
+        ins.getValue("mask").writeFloat(FloatArray(c) { if (it <= pos) 0f else NEG })
+        var tok = token
+        var act = activation
+        return IntArray(k) {
+            ins.getValue("activations").writeFloat(embed(intArrayOf(tok))[0] + act)
+            d.run(ins + reads, outs, "mtp_drafter")
+            tok = argmax(outs.getValue("logits").readFloat(), 0, v)
+            act = outs.getValue("projected_activations").readFloat()
+            tok
+        }
+    }
+
+    override fun close() {
+        (listOf(embedder, backbone) + listOfNotNull(drafter)).forEach { it.close() }
+        env.close()
+    }
+
+    companion object { const val NEG = -1e9f }
+}

@@ -1,0 +1,103 @@
+package dev.mtplite.demo
+
+import android.app.Activity
+import android.os.Bundle
+import android.os.Debug
+import android.util.Log
+import android.widget.Button
+import android.widget.CheckBox
+import android.widget.EditText
+import android.widget.TextView
+import dev.mtplite.core.BenchRecord
+import dev.mtplite.core.Json
+import dev.mtplite.core.JsonlWriter
+import dev.mtplite.core.Memory
+import dev.mtplite.core.Vocab
+import dev.mtplite.core.generate
+import dev.mtplite.core.parseManifest
+import java.io.File
+import kotlin.concurrent.thread
+
+/**
+ * Thin Android shell over dev.mtplite.core. The bundle (OUT/android from `mtplite export`) is pushed with adb into
+ * getExternalFilesDir(null)/bundle. Two ways in:
+ *  - the screen: type a prompt, watch tokens stream with live tokens/s and accept length;
+ *  - headless: `adb shell am start -n dev.mtplite.demo/.MainActivity --es mode bench --es out bench.jsonl`
+ *    runs plain and MTP on bench_prompts.jsonl, writes one JSONL record per (mode, prompt) and finishes.
+ */
+class MainActivity : Activity() {
+    private val tag = "mtplite"
+
+    override fun onCreate(savedInstanceState: Bundle?) {
+        super.onCreate(savedInstanceState)
+        setContentView(R.layout.activity_main)
+        val dir = File(getExternalFilesDir(null), "bundle")
+        val stats = findViewById<TextView>(R.id.stats)
+        val manifest = try { parseManifest(File(dir, "manifest.json").readText(), "manifest.json") } catch (e: Exception) {
+            stats.text = "No valid bundle in $dir: ${e.message}\nadb push OUT/android $dir"
+            return
+        }
+        if (intent.getStringExtra("mode") == "bench") {
+            val out = File(getExternalFilesDir(null), intent.getStringExtra("out") ?: "bench.jsonl")
+            val maxNew = intent.getStringExtra("max_new_tokens")?.toIntOrNull() ?: 64
+            thread { runBench(dir, manifest, out, maxNew); runOnUiThread { finish() } }
+            return
+        }
+        val vocab = Vocab.fromTokenizerJson(File(dir, manifest.files.getValue("tokenizer")).readText())
+        val bundle = LiteRtBundle(dir, manifest)
+        findViewById<Button>(R.id.run).setOnClickListener {
+            val text = findViewById<EditText>(R.id.prompt).text.toString()
+            // the calibrated setting wins: `mtplite calibrate` may have switched MTP off for this device class
+            val mtp = findViewById<CheckBox>(R.id.mtp).isChecked && manifest.settingsK != "off"
+            val output = findViewById<TextView>(R.id.output)
+            output.text = ""
+            thread {
+                bundle.reset()
+                val ids = (listOfNotNull(manifest.bosId) + vocab.encode(text)).toIntArray()
+                val emitted = ArrayList<Int>()
+                val t0 = System.nanoTime()
+                val g = generate(ids, bundle, bundle, if (mtp) manifest.k else 0, 256, manifest.eosIds.toSet(),
+                    manifest.cacheLength, onToken = { t ->
+                        emitted.add(t)
+                        val s = vocab.decode(emitted)
+                        val tps = emitted.size / ((System.nanoTime() - t0) / 1e9)
+                        runOnUiThread { output.text = s; stats.text = "%.1f tok/s".format(tps) }
+                    })
+                runOnUiThread {
+                    stats.text = "%.1f tok/s, accept length %s, TTFT %.0f ms".format(
+                        (g.tokens.size - 1) / ((g.totalNs - g.ttftNs) / 1e9), g.acceptLength?.let { "%.2f".format(it) } ?: "-",
+                        g.ttftNs / 1e6)
+                }
+            }
+        }
+    }
+
+    private fun pss(): Long = Debug.MemoryInfo().also { Debug.getMemoryInfo(it) }.totalPss * 1024L
+
+    private fun runBench(dir: File, man: dev.mtplite.core.Manifest, out: File, maxNew: Int) {
+        val prompts = File(dir, "bench_prompts.jsonl").readLines().filter { it.isNotBlank() }.map { Json.parse(it) as Map<*, *> }
+        val device = "${android.os.Build.MANUFACTURER} ${android.os.Build.MODEL} (Android ${android.os.Build.VERSION.RELEASE})"
+        val weights = man.files.filterKeys { it != "tokenizer" }.mapValues { File(dir, it.value).length() }
+        JsonlWriter(out).use { w ->
+            for (mode in listOf("plain", "mtp")) {
+                val before = pss()
+                val b = LiteRtBundle(dir, man, withDrafter = mode == "mtp")
+                val after = pss()
+                val wbytes = weights.getValue("backbone") + weights.getValue("embedder") +
+                    (if (mode == "mtp") weights.getValue("drafter") else 0L)
+                for (p in prompts) {
+                    b.reset()
+                    val ids = (p["ids"] as List<*>).map { (it as Long).toInt() }.toIntArray()
+                    val g = generate(ids, b, b, if (mode == "mtp") man.k else 0, maxNew, man.eosIds.toSet(), man.cacheLength)
+                    val rt = Runtime.getRuntime()
+                    val mem = Memory(rt.totalMemory() - rt.freeMemory(), Debug.getNativeHeapAllocatedSize(), before, after,
+                        wbytes, b.kvBytes, null)
+                    w.write(BenchRecord.from(device, mode, p["id"] as String, p["task"] as String, g, mem))
+                    Log.i(tag, "$mode ${p["id"]}: ${g.tokens.size} tokens, accept ${g.acceptLength}")
+                }
+                b.close()
+            }
+        }
+        Log.i(tag, "bench written to $out")
+    }
+}
