@@ -25,6 +25,12 @@ def _tflite_signatures(buf, where):
         raise UserError(f"{where}: not a TFLite flatbuffer (missing TFL3 identifier); re-export it")
     try:
         m = S.Model.GetRootAsModel(buf, 0)
+        # a flipped length field would make the loops below run for billions of steps: cap them first
+        if m.SubgraphsLength() > 64 or m.SignatureDefsLength() > 256 or m.BuffersLength() > 1 << 20:
+            raise UserError(f"{where}: corrupt TFLite file (implausible table sizes); re-export it")
+        for si in range(m.SubgraphsLength()):
+            if m.Subgraphs(si).TensorsLength() > 1 << 20:
+                raise UserError(f"{where}: corrupt TFLite file (implausible tensor count); re-export it")
         sigs = {}
         for i in range(m.SignatureDefsLength()):
             sd = m.SignatureDefs(i)
@@ -35,10 +41,14 @@ def _tflite_signatures(buf, where):
                 for j in range(n):
                     t = get(j)
                     ten = sub.Tensors(t.TensorIndex())
+                    if ten.ShapeLength() > 8:
+                        raise UserError(f"{where}: corrupt TFLite file (tensor rank {ten.ShapeLength()})")
                     shape = [int(x) for x in ten.ShapeAsNumpy()] if ten.ShapeLength() else []
                     out[t.Name().decode()] = {"shape": shape, "dtype": DTYPES.get(ten.Type(), f"type{ten.Type()}")}
                 return out
 
+            if sd.InputsLength() > 4096 or sd.OutputsLength() > 4096:
+                raise UserError(f"{where}: corrupt TFLite file (implausible signature size); re-export it")
             sigs[sd.SignatureKey().decode()] = {"inputs": io(sd.InputsLength(), sd.Inputs),
                                                 "outputs": io(sd.OutputsLength(), sd.Outputs)}
         weights = weight_bytes(m)
@@ -97,6 +107,8 @@ def litertlm_sections(path):
 
         root = H.LiteRTLMMetaData.GetRootAs(hdr, 0)
         objs = root.SectionMetadata()
+        if objs.ObjectsLength() > 1024:
+            raise UserError(f"{path}: corrupt section table (implausible section count); re-export it")
         names = {v: k for k, v in vars(H.AnySectionDataType).items() if not k.startswith("_")}
         out = []
         for i in range(objs.ObjectsLength()):

@@ -145,8 +145,9 @@ def export(backbone, head, head_doc, out, cache_len=512, prefill_lengths=(32, 12
     if K < 1:
         raise UserError(f"K={K}: must be >= 1")
     out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob(".export-tmp-*"):  # left by an export that was killed: nothing in it was ever final
+        shutil.rmtree(old, ignore_errors=True)
     tmp = Path(os.path.join(out, f".export-tmp-{os.getpid()}"))
-    shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
         t = export_graphs(backbone, head, tmp, cache_len, prefill_lengths, K, progress)

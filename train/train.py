@@ -7,8 +7,9 @@ where y_i is the backbone's argmax after s_{<=i}. Step k only counts if s_{j+1..
 have emitted (so the fed tokens are the drafts that would have been accepted). All anchors of a batch run as one
 pass per step: the head's fixed-position recurrence is a plain causal pass with a strictly-lower mask.
 
-Distributed: under torchrun / accelerate launch (WORLD_SIZE > 1) each rank takes every n-th batch and gradients are
-averaged by DistributedDataParallel; the loss is normalised by the global token count so n ranks equal 1 process.
+Distributed: under torchrun / accelerate launch (WORLD_SIZE > 1) each rank takes its share of every batch's rows and
+DistributedDataParallel averages the gradients; the loss is normalised by the global token count, so n ranks take the
+same optimizer steps as 1 process.
 """
 import math
 import os
@@ -45,15 +46,27 @@ def draft_vocab(rows, backbone, size):
 
 
 @torch.no_grad()
-def features(backbone, rows, read_layers, dtype=torch.float32):
-    """Teacher-forced backbone pass for one batch: activations, argmax labels and the read layers' KV."""
+def features(backbone, rows, read_layers, dtype=torch.float32, full_labels=False):
+    """Teacher-forced backbone pass for one batch: activations, labels and the read layers' KV.
+
+    Labels: by default the distilled continuation itself (it IS the backbone's greedy output), so the LM head is
+    skipped, which is most of the cost on large vocabularies (4x on Gemma's 262k); anchors inside the prompt then
+    have no label. full_labels=True takes the argmax at every position instead (prompt anchors count too).
+    """
     dec = backbone.model
     toks, ok = pad_batch([r["tokens"] for r in rows])
     B, L = toks.shape
     pos = torch.arange(L, dtype=torch.int32)
     mask = causal_mask(pos, L, dtype) + key_mask(ok, L).to(dtype)
-    lg, act, kv = dec(dec.embed(toks).to(dtype), pos, mask, dec.empty_cache(L, B, dtype))
-    return {"tokens": toks, "ok": ok, "act": act.float(), "labels": lg.argmax(-1), "emb": dec.embed(toks).float(),
+    lg, act, kv = dec(dec.embed(toks).to(dtype), pos, mask, dec.empty_cache(L, B, dtype), return_logits=full_labels)
+    if full_labels:
+        labels = lg.argmax(-1)
+    else:
+        labels = torch.full((B, L), -1, dtype=torch.long)
+        for b, r in enumerate(rows):
+            start = L - len(r["tokens"]) + r["prompt_len"] - 1  # position whose next token is the first generated
+            labels[b, start : L - 1] = toks[b, start + 1 :]
+    return {"tokens": toks, "ok": ok, "act": act.float(), "labels": labels, "emb": dec.embed(toks).float(),
             "kv": [(kv[i][0].float(), kv[i][1].float()) for i in read_layers]}
 
 
@@ -87,14 +100,15 @@ def rollout_loss(head, f, K):
             valid = valid & inb & (toks[:, idx] == y[:, idx - 1])
         x2 = torch.cat([emb[:, idx], h], -1)
         d, h = head.step(x2, pos, km, f["kv"])
-        tgt = head.vocab_map[y[:, idx]].long()
-        m = valid & (tgt < head.c.draft_vocab_size)
+        yk = y[:, idx]
+        tgt = head.vocab_map[yk.clamp(min=0)].long()
+        m = valid & (yk >= 0) & (tgt < head.c.draft_vocab_size)
         if m.any():
             total = total + F.cross_entropy(d[m], tgt[m], reduction="sum")
             count += int(m.sum())
-        run = run & valid & (d.argmax(-1) == tgt)
+        run = run & valid & (yk >= 0) & (d.argmax(-1) == tgt)
         accepted += run.float()
-    base = ok[:, 1:] & ok[:, :-1]
+    base = ok[:, 1:] & ok[:, :-1] & (y[:, 1:] >= 0)
     return total, count, accepted[base]
 
 
@@ -138,16 +152,21 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
         g = torch.Generator().manual_seed(seed * 1000 + ep)
         perm = torch.randperm(len(batches), generator=g).tolist()
         for bi in perm:
-            if budget_s and time.time() - t0 > budget_s:
+            over = torch.tensor(float(bool(budget_s) and time.time() - t0 > budget_s))
+            if ddp:  # every rank must stop at the same step, or the others wait forever in all_reduce
+                torch.distributed.all_reduce(over, op=torch.distributed.ReduceOp.MAX)
+            if over.item():
                 stop = True
                 break
-            if ddp and bi % world != rank:
-                # every rank walks the same permutation; rank r takes the batches with index % world == r
-                bar.update(1)
-                continue
             if bi not in cache:
-                cache[bi] = features(backbone, [rows[i] for i in batches[bi]], c.read_layers, dtype)
-            total, count = model(cache[bi])[:2]
+                # under DDP every rank takes its share of the rows of the same batch: with the loss normalised by
+                # the global count, the summed gradient equals the one-process gradient of the whole batch
+                mine = batches[bi][rank::world]
+                cache[bi] = features(backbone, [rows[i] for i in mine], c.read_layers, dtype) if mine else None
+            if cache[bi] is None:
+                total, count = sum(p.sum() * 0.0 for p in head.parameters()), 0
+            else:
+                total, count = model(cache[bi])[:2]
             n = torch.tensor(float(count))
             if ddp:  # DDP averages gradients over ranks: scale so the result is sum / global count
                 torch.distributed.all_reduce(n)
