@@ -167,6 +167,35 @@ def save_head(head: MTPHead, out_dir, meta: dict):
     write_text_atomic(out / "head.json", json.dumps(doc, indent=1))
 
 
+def _validate(c: HeadConfig):
+    """Every field a hostile head.json could set, checked before anything is allocated from it."""
+    ints = ("hidden_size", "num_heads", "num_kv_heads", "head_dim", "intermediate_size", "draft_vocab_size",
+            "vocab_size", "num_blocks", "K")
+    for k in ints:
+        v = getattr(c, k)
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 < v < (1 << 22):
+            raise ValueError(f"{k}={v!r} out of range")
+    if c.num_heads % c.num_kv_heads or c.num_blocks > 8 or c.K > 16:
+        raise ValueError("num_heads must be a multiple of num_kv_heads, num_blocks <= 8, K <= 16")
+    n = len(c.read_layers) if isinstance(c.read_layers, list) else -1
+    if not 0 < n <= 8 or any(not isinstance(x, int) or isinstance(x, bool) or x < 0 for x in c.read_layers):
+        raise ValueError("read_layers must be 1-8 layer indices")
+    for k in ("rope_theta", "sliding_window"):
+        v = getattr(c, k)
+        if not isinstance(v, list) or len(v) != n or any(not isinstance(x, (int, float)) or isinstance(x, bool)
+                                                         or not 0 <= x < 1e12 for x in v):
+            raise ValueError(f"{k} must hold one non-negative number per read layer")
+    if not isinstance(c.draft_ids, list) or len(c.draft_ids) != c.draft_vocab_size or len(set(c.draft_ids)) != len(c.draft_ids):
+        raise ValueError("draft_ids must list draft_vocab_size distinct token ids")
+    if any(not isinstance(x, int) or isinstance(x, bool) or not 0 <= x < c.vocab_size for x in c.draft_ids):
+        raise ValueError("draft_ids must be token ids < vocab_size")
+    for k in ("rms_eps", "attn_scale"):
+        if not isinstance(getattr(c, k), (int, float)) or isinstance(getattr(c, k), bool):
+            raise ValueError(f"{k} must be a number")
+    if c.act not in ("silu", "gelu_tanh") or not isinstance(c.norm_offset, bool):
+        raise ValueError("act must be silu or gelu_tanh")
+
+
 def load_head(head_dir, backbone_fingerprint=None):
     from pathlib import Path
 
@@ -185,10 +214,9 @@ def load_head(head_dir, backbone_fingerprint=None):
         if not isinstance(doc, dict) or doc.get("format") != "mtplite-head":
             raise ValueError("not an mtplite head.json")
         c = HeadConfig(**doc["config"])
-        if c.K < 1 or c.draft_vocab_size != len(c.draft_ids) or not c.read_layers:
-            raise ValueError("inconsistent config (K, draft vocabulary or read layers)")
-    except (ValueError, TypeError, KeyError, UnicodeDecodeError) as e:
-        raise UserError(f"{jpath}: invalid head config ({e}); re-run `mtplite train`") from None
+        _validate(c)
+    except (ValueError, TypeError, KeyError, UnicodeDecodeError, AttributeError) as e:
+        raise UserError(f"{jpath}: invalid head config ({str(e)[:200]}); re-run `mtplite train`") from None
     if backbone_fingerprint is not None and doc.get("backbone_fingerprint") != backbone_fingerprint:
         raise UserError(f"{jpath}: head was trained for backbone {doc.get('backbone_fingerprint')} but this backbone "
                         f"is {backbone_fingerprint}; train a head for this backbone with `mtplite train`")
