@@ -24,8 +24,10 @@ def cmd_export(a):
         quant = parse_recipe(a.quant)
     bb = load_backbone(a.backbone)
     head, doc = load_head(a.head, bb.fingerprint)
+    from mtplite.export.export import load_standalone
+
     man = export(bb, head, doc, a.out, cache_len=a.cache_length, prefill_lengths=prefill, K=a.k or None, quant=quant,
-                 progress=lambda s: print(f"[export] {s}", file=sys.stderr))
+                 progress=lambda s: print(f"[export] {s}", file=sys.stderr), standalone=load_standalone(a.head, bb))
     print(json.dumps({"out": a.out, "litertlm_bytes": man["litertlm_bytes"], "file_bytes": man["file_bytes"],
                       "quantization": man["quantization"], "export_seconds": man["export_seconds"]}))
 

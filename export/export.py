@@ -51,6 +51,44 @@ def export_graphs(backbone, head, tmp, cache_len, prefill_lengths, K, progress=p
     return time.time() - t0
 
 
+def export_standalone(sd_model, path, cache_len, prefill_lengths, quant, progress=print):
+    """The standalone drafter baseline as its own .tflite (never inside model.litertlm)."""
+    c = sd_model.c
+    full, nolog = G.StandaloneGraph(sd_model, True), G.StandaloneGraph(sd_model, False)
+    sigs = [(f"prefill_{n}", nolog, G.standalone_sample(c, n, cache_len)) for n in prefill_lengths]
+    sigs += [("decode", full, G.standalone_sample(c, 1, cache_len))]
+    progress("converting standalone drafter baseline")
+    _convert(sigs, path)
+    if quant and quant.get("drafter", "float") != "float":
+        from mtplite.quantize.quantize import quantize_file
+
+        quantize_file(path, path, quant["drafter"])
+
+
+def load_standalone(head_dir, backbone):
+    """standalone.safetensors + standalone.json written by `mtplite train --standalone`, or None."""
+    from safetensors.torch import load_file
+
+    from mtplite.train.standalone import build_standalone
+
+    d = Path(head_dir)
+    if not (d / "standalone.json").exists():
+        return None
+    doc = json.loads((d / "standalone.json").read_text())
+    if doc.get("backbone_fingerprint") != backbone.fingerprint:
+        raise UserError(f"{d / 'standalone.json'}: trained for backbone {doc.get('backbone_fingerprint')}, "
+                        f"not {backbone.fingerprint}")
+    m = build_standalone(backbone, doc["num_layers"])
+    try:
+        sd = load_file(str(d / "standalone.safetensors"))
+        sd["lm_head.weight"] = sd["embed_tokens.weight"]
+        m.load_state_dict(sd)
+    except Exception as e:
+        raise UserError(f"{d / 'standalone.safetensors'}: cannot load ({str(e).splitlines()[0][:100]})") from None
+    m.lm_head.weight = m.embed_tokens.weight
+    return m.eval()
+
+
 def write_tokenizer(backbone, path):
     tok = backbone.tokenizer
     if not hasattr(tok, "backend_tokenizer"):
@@ -137,7 +175,7 @@ def head_fingerprint(head):
 
 
 def export(backbone, head, head_doc, out, cache_len=512, prefill_lengths=(32, 128), K=None, quant=None,
-           progress=print):
+           progress=print, standalone=None):
     out = Path(out)
     K = K or head.c.K
     if cache_len < max(prefill_lengths) or cache_len < K + 2:
@@ -161,6 +199,11 @@ def export(backbone, head, head_doc, out, cache_len=512, prefill_lengths=(32, 12
         write_tokenizer(backbone, tmp / "tokenizer.json")
         sizes = {g: (tmp / f"{g}.tflite").stat().st_size for g in ("backbone", "embedder", "drafter")}
         man = make_manifest(backbone, head, head_doc, cache_len, prefill_lengths, K, sigs, qinfo, sizes)
+        if standalone is not None:
+            export_standalone(standalone, tmp / "standalone.tflite", cache_len, prefill_lengths, quant, progress)
+            man["standalone"] = {"file": "standalone.tflite", "bytes": (tmp / "standalone.tflite").stat().st_size,
+                                 "num_layers": standalone.c.num_layers,
+                                 "signatures": read_tflite(tmp / "standalone.tflite")[0]}
         check_contract(sigs, man, where=str(out))  # refuse before anything final is written
         llm_metadata(backbone, cache_len, tmp / "llm_metadata.textproto")
         progress("packing model.litertlm")
@@ -175,7 +218,11 @@ def export(backbone, head, head_doc, out, cache_len=512, prefill_lengths=(32, 12
         for stale in (android / "manifest.json", out / "model.litertlm"):
             if stale.exists():
                 stale.unlink()
-        for f in ("backbone.tflite", "embedder.tflite", "drafter.tflite", "tokenizer.json", "bench_prompts.jsonl"):
+        for f in ("backbone.tflite", "embedder.tflite", "drafter.tflite", "tokenizer.json", "bench_prompts.jsonl",
+                  "standalone.tflite"):
+            if not (tmp / f).exists():
+                (android / f).unlink(missing_ok=True)  # a stale baseline from an earlier export must not linger
+                continue
             os.replace(tmp / f, android / f)
         os.replace(tmp / "model.litertlm", out / "model.litertlm")
         os.replace(tmp / "manifest.json", android / "manifest.json")

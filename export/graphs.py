@@ -70,3 +70,24 @@ def backbone_sample(c, T, C):
 def drafter_sample(c, hc, C):
     return {"activations": torch.zeros(1, 1, 2 * c.hidden_size), "input_pos": torch.zeros(1, dtype=torch.int32),
             "mask": torch.zeros(1, 1, 1, C), **kv_samples(c, C, hc.read_layers)}
+
+
+class StandaloneGraph(nn.Module):
+    """The standalone drafter baseline: token ids in (its own embedding), its own KV cache."""
+
+    def __init__(self, dec, with_logits=True):
+        super().__init__()
+        self.dec, self.with_logits = dec, with_logits
+
+    def forward(self, token_ids, input_pos, mask, **kv):
+        cache = [(kv[k_name(i)], kv[v_name(i)]) for i in range(self.dec.c.num_layers)]
+        logits, _, new = self.dec(self.dec.embed(token_ids), input_pos, mask, cache, return_logits=self.with_logits)
+        out = {"logits": logits} if self.with_logits else {}
+        for i, (k, v) in enumerate(new):
+            out[k_name(i)], out[v_name(i)] = k, v
+        return out
+
+
+def standalone_sample(c, T, C):
+    return {"token_ids": torch.zeros(1, T, dtype=torch.int32), "input_pos": torch.arange(T, dtype=torch.int32),
+            "mask": torch.zeros(1, 1, T, C), **kv_samples(c, C)}

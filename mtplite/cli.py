@@ -60,6 +60,19 @@ def cmd_train(a):
             "train_sequences": len(train_rows), "train_generated_tokens": n_tok, "val_sequences": len(val_rows),
             **info}
     save_head(head, a.out, meta)
+    if a.standalone:
+        from safetensors.torch import save_file
+
+        from mtplite.paths import atomic_path, write_text_atomic
+        from mtplite.train.standalone import train_standalone
+
+        sd = train_standalone(bb, train_rows, head.c.draft_ids, num_layers=a.blocks, epochs=a.epochs, batch=a.batch,
+                              budget_s=a.standalone_minutes * 60 if a.standalone_minutes else None, seed=a.seed)
+        w = {k: v.contiguous() for k, v in sd.state_dict().items() if k != "lm_head.weight"}  # tied to the embedding
+        with atomic_path(os.path.join(a.out, "standalone.safetensors")) as tmp:
+            save_file(w, str(tmp))
+        write_text_atomic(os.path.join(a.out, "standalone.json"), json.dumps(
+            {"format": "mtplite-standalone", "num_layers": a.blocks, "backbone_fingerprint": bb.fingerprint}))
     print(json.dumps({"out": a.out, "best_val_accept_length": info["best_val_accept_length"],
                       "train_generated_tokens": n_tok, "seconds": round(time.time() - t0, 1)}))
 
@@ -142,6 +155,9 @@ def main(argv=None):
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--threads", type=int, default=0)
     t.add_argument("--bf16", action="store_true", help="self-distill in bfloat16 (2-3x faster on CPU)")
+    t.add_argument("--standalone", action="store_true",
+                   help="also train the standalone-drafter baseline (own embedding, layers, KV cache) on the same data")
+    t.add_argument("--standalone-minutes", type=float, default=0)
     t.set_defaults(fn=cmd_train)
 
     g = sub.add_parser("generate", help="greedy or MTP generation (torch reference or an exported bundle)")

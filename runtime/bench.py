@@ -51,7 +51,7 @@ def run_mode(b, tok_ids, K, mode, max_new, eos):
     """One generation; returns the per-prompt record."""
     from mtplite.runtime.lookup import lookup_steps
 
-    steps = b.steps()
+    steps = b.standalone_steps() if mode == "standalone" else b.steps()
     history = list(tok_ids)
     source = []
     if mode in ("lookup", "hybrid"):
@@ -132,13 +132,17 @@ def run_engine(bundle_dir, prompts, max_new, tok):
     return out
 
 
-def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "lookup", "hybrid"), threads=2, engine=True,
+def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "lookup", "hybrid", "standalone"), threads=2, engine=True,
           progress=True):
     from mtplite.runtime.cli import encode
     from mtplite.runtime.litert import Bundle, load_tokenizer
 
     t0 = time.time()
     b = Bundle(bundle_dir, threads=threads, mtp=True)
+    if "standalone" in modes and not b.load_standalone(threads):
+        modes = tuple(m for m in modes if m != "standalone")
+        print("[bench] no standalone drafter in this bundle (train with --standalone); skipping that mode",
+              file=sys.stderr)
     tok = load_tokenizer(bundle_dir)
     eos = set(b.man["eos_ids"])
     K = b.K
@@ -182,6 +186,13 @@ def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "lookup", "hyb
               "spec_vs_plain_mismatches": mismatches, "skipped_prompts_too_long": skipped, "per_prompt": {m: dict(per[m]) for m in modes},
               "manifest": {k: b.man.get(k) for k in ("backbone_spec", "backbone_fingerprint", "head_fingerprint",
                                                        "quantization", "cache_length", "draft_vocab_size")}}
+    if "standalone" in modes and "mtp" in modes:
+        sb = b.man["standalone"]["bytes"]
+        memory.update({"standalone_weight_bytes": sb, "standalone_kv_bytes": b.sd_kv_bytes,
+                       "standalone_extra_bytes": sb + b.sd_kv_bytes,
+                       "memory_saved_by_mtp_vs_standalone_bytes": sb + b.sd_kv_bytes - wb["drafter"]})
+        ratios["mtp/standalone"] = {t: (table["mtp"][t]["decode_tokens_per_s"] or 0) / table["standalone"][t]["decode_tokens_per_s"]
+                                    for t in tasks if table["standalone"][t]["decode_tokens_per_s"]}
     if engine:
         if progress:
             print("[bench] running model.litertlm in the official litert_lm engine (MTP off, then on)", file=sys.stderr)
@@ -217,6 +228,10 @@ def markdown(res):
               f" MTP adds drafter {mem['drafter_bytes'] / 1e6:.1f} MB ({100 * mem['mtp_extra_fraction_of_backbone']:.1f}%)"
               f" and 0 KV bytes (KV {mem['kv_bytes'] / 1e6:.1f} MB shared); peak RSS {mem['peak_rss_bytes'] / 1e6:.0f} MB",
               f"speculative outputs differing from plain greedy: {res['spec_vs_plain_mismatches']}"]
+    if "standalone_extra_bytes" in mem:
+        lines.append(f"standalone drafter: {mem['standalone_weight_bytes'] / 1e6:.1f} MB weights + "
+                     f"{mem['standalone_kv_bytes'] / 1e6:.1f} MB own KV; MTP saves "
+                     f"{mem['memory_saved_by_mtp_vs_standalone_bytes'] / 1e6:.1f} MB per instance")
     if res.get("skipped_prompts_too_long"):
         lines.append(f"skipped (longer than the cache): {', '.join(res['skipped_prompts_too_long'])}")
     e = res.get("engine")

@@ -62,9 +62,9 @@ def cmd_bench(a):
     if a.limit:
         prompts = prompts[: a.limit]
     modes = tuple(m.strip() for m in a.modes.split(",") if m.strip())
-    bad = [m for m in modes if m not in ("plain", "mtp", "lookup", "hybrid")]
+    bad = [m for m in modes if m not in ("plain", "mtp", "lookup", "hybrid", "standalone")]
     if bad or "plain" not in modes:
-        raise UserError(f"--modes {a.modes}: choose from plain,mtp,lookup,hybrid (plain is required for ratios)")
+        raise UserError(f"--modes {a.modes}: choose from plain,mtp,lookup,hybrid,standalone (plain is required)")
     res = bench(a.out, prompts, max_new=a.max_new_tokens, modes=modes, threads=a.threads, engine=not a.no_engine)
     print(markdown(res))
     if a.json:
@@ -146,7 +146,7 @@ def register(sub):
     b.add_argument("out")
     b.add_argument("--prompts", help="JSONL with id/task/prompt (default ../shared/prompts/tasks.jsonl)")
     b.add_argument("--max-new-tokens", type=int, default=64)
-    b.add_argument("--modes", default="plain,mtp,lookup,hybrid")
+    b.add_argument("--modes", default="plain,mtp,lookup,hybrid,standalone")
     b.add_argument("--limit", type=int, default=0)
     b.add_argument("--threads", type=int, default=2)
     b.add_argument("--no-engine", action="store_true", help="skip the official litert_lm engine rows")

@@ -167,6 +167,72 @@ class Bundle:
         self.reset()
         return self.prefill, self.decode, self.verify, self.draft
 
+    # ---- the standalone-drafter baseline: its own graph, embedding and KV cache ------------------------------------
+    def load_standalone(self, threads=2):
+        from ai_edge_litert.compiled_model import CompiledModel
+
+        info = self.man.get("standalone")
+        if not info:
+            return False
+        f = self.dir / info["file"]
+        wc = cache_dir() / "xnnpack" / f"standalone-{self.man.get('head_fingerprint')}-{f.stat().st_size}-t{threads}.xnn"
+        self.sd = CompiledModel.from_file(str(f), options=_options(threads, wc))
+        sigs = info["signatures"]
+        self.sd_sigs = sigs
+        self.sd_kv = {n: self.sd.create_input_buffer_by_name("decode", n) for n in sigs["decode"]["inputs"]
+                      if n.startswith("kv_cache_")}
+        self.sd_io = {s: ({n: self.sd.create_input_buffer_by_name(s, n) for n in sig["inputs"] if not n.startswith("kv")},
+                          {n: self.sd.create_output_buffer_by_name(s, n) for n in sig["outputs"] if not n.startswith("kv")})
+                      for s, sig in sigs.items()}
+        self.sd_kv_bytes = sum(int(np.prod(sigs["decode"]["inputs"][n]["shape"])) * 4 for n in self.sd_kv)
+        return True
+
+    def _sd_run(self, sig, ids, pos0):
+        ins, outs = self.sd_io[sig]
+        T = int(self.sd_sigs[sig]["inputs"]["input_pos"]["shape"][0])
+        tok = np.zeros(T, np.int32)
+        tok[: len(ids)] = ids
+        pos = np.zeros(T, np.int32)
+        pos[: len(ids)] = np.arange(pos0, pos0 + len(ids))
+        mask = np.full((T, self.C), NEG_INF, np.float32)
+        mask[: len(ids)] = _mask(pos[: len(ids)], self.C)
+        ins["token_ids"].write(tok)
+        ins["input_pos"].write(pos)
+        ins["mask"].write(mask.reshape(-1))
+        self.sd.run_by_name(sig, {**ins, **self.sd_kv}, {**outs, **self.sd_kv})
+        return outs
+
+    def standalone_steps(self):
+        """Step functions drafting with the standalone LM. It prefills the whole prompt itself (its own cache) and
+        decodes every plain step too, so its cache stays in sync; drafts write positions pos.. which accepted tokens
+        then already occupy."""
+        self.reset()
+        for n, b in self.sd_kv.items():
+            b.write(np.zeros(int(np.prod(self.sd_sigs["decode"]["inputs"][n]["shape"])), np.float32))
+
+        def prefill(ids, start):
+            self.prefill(ids, start)
+            i = 0
+            while i < len(ids):
+                n = next((L for L in self.prefill_lengths if L >= len(ids) - i), self.prefill_lengths[-1])
+                chunk = ids[i : i + n]
+                self._sd_run(f"prefill_{n}", chunk, start + i)
+                i += len(chunk)
+
+        def decode(tok, pos):
+            self._sd_run("decode", [tok], pos)
+            return self.decode(tok, pos)
+
+        def draft(tok, act, pos, k):
+            out = []
+            for j in range(k):
+                o = self._sd_run("decode", [tok], pos + j)
+                tok = int(o["logits"].read(self.V, np.float32).argmax())
+                out.append(tok)
+            return out
+
+        return prefill, decode, self.verify, draft
+
     def weight_bytes(self):
         return {g: (self.dir / self.man["files"][g]).stat().st_size for g in self.models}
 
