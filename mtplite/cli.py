@@ -23,7 +23,7 @@ def cmd_train(a):
 
     from mtplite.data import training_prompts
     from mtplite.errors import UserError
-    from mtplite.model.head import save_head
+    from mtplite.model.head import load_head, save_head
     from mtplite.model.load import load_backbone
     from mtplite.paths import cache_dir
     from mtplite.train.distill import distill
@@ -51,15 +51,23 @@ def cmd_train(a):
     left = budget - (time.time() - t0) if budget else None
     if left is not None and left < 5:
         raise UserError(f"--budget-minutes {a.budget_minutes} leaves no time to train after data; raise it")
-    head, info = train_head(bb, train_rows, K=a.k, draft_vocab_size=a.draft_vocab, num_blocks=a.blocks,
-                            epochs=a.epochs, batch=a.batch, lr=a.lr, budget_s=left, seed=a.seed, val_rows=val_rows,
-                            log=lambda s: print(s, file=sys.stderr), dtype=dtype)
-    bb.model.float()
-    n_tok = sum(len(r["tokens"]) - r["prompt_len"] for r in train_rows)
-    meta = {"backbone": a.backbone, "backbone_fingerprint": bb.fingerprint, "seed": a.seed,
-            "train_sequences": len(train_rows), "train_generated_tokens": n_tok, "val_sequences": len(val_rows),
-            **info}
-    save_head(head, a.out, meta)
+    head = None
+    if a.standalone and os.path.exists(os.path.join(a.out, "head.json")):
+        # an existing head for this backbone is kept: --standalone then only adds the baseline
+        head, _ = load_head(a.out, bb.fingerprint)
+        print("mtplite: keeping the trained head in --out; training only the standalone baseline", file=sys.stderr)
+    if head is None:
+        head, info = train_head(bb, train_rows, K=a.k, draft_vocab_size=a.draft_vocab, num_blocks=a.blocks,
+                                epochs=a.epochs, batch=a.batch, lr=a.lr, budget_s=left, seed=a.seed, val_rows=val_rows,
+                                log=lambda s: print(s, file=sys.stderr), dtype=dtype)
+        bb.model.float()
+        n_tok = sum(len(r["tokens"]) - r["prompt_len"] for r in train_rows)
+        meta = {"backbone": a.backbone, "backbone_fingerprint": bb.fingerprint, "seed": a.seed,
+                "train_sequences": len(train_rows), "train_generated_tokens": n_tok, "val_sequences": len(val_rows),
+                **info}
+        save_head(head, a.out, meta)
+        print(json.dumps({"out": a.out, "best_val_accept_length": info["best_val_accept_length"],
+                          "train_generated_tokens": n_tok, "seconds": round(time.time() - t0, 1)}))
     if a.standalone:
         from safetensors.torch import save_file
 
@@ -73,8 +81,7 @@ def cmd_train(a):
             save_file(w, str(tmp))
         write_text_atomic(os.path.join(a.out, "standalone.json"), json.dumps(
             {"format": "mtplite-standalone", "num_layers": a.blocks, "backbone_fingerprint": bb.fingerprint}))
-    print(json.dumps({"out": a.out, "best_val_accept_length": info["best_val_accept_length"],
-                      "train_generated_tokens": n_tok, "seconds": round(time.time() - t0, 1)}))
+        print(json.dumps({"out": a.out, "standalone": "standalone.safetensors", "seconds": round(time.time() - t0, 1)}))
 
 
 def cmd_generate(a):
