@@ -66,6 +66,21 @@ def cmd_quickstart(a):
                "train_sequences": len(tr), **info}
         save_head(head, head_dir, doc)
         log(f"head trained on {n_tok} self-distilled tokens; held-out accept length {info['best_val_accept_length']:.2f}")
+    if a.standalone and not (head_dir / "standalone.json").exists():
+        from safetensors.torch import save_file
+
+        from mtplite.paths import atomic_path
+        from mtplite.train.distill import load_rows
+        from mtplite.train.standalone import train_standalone
+
+        rows = list(load_rows(cache_dir() / "distill" / f"{bb.fingerprint}-n{a.max_new}.jsonl").values())
+        log(f"training the standalone-drafter baseline ({a.standalone_minutes} min)")
+        sd = train_standalone(bb, split_rows(rows)[0], head.c.draft_ids, num_layers=head.c.num_blocks, epochs=4,
+                              budget_s=a.standalone_minutes * 60)
+        with atomic_path(head_dir / "standalone.safetensors") as tmp:
+            save_file({k: v.contiguous() for k, v in sd.state_dict().items() if k != "lm_head.weight"}, str(tmp))
+        write_text_atomic(head_dir / "standalone.json", json.dumps(
+            {"format": "mtplite-standalone", "num_layers": head.c.num_blocks, "backbone_fingerprint": bb.fingerprint}))
     bundle = root / f"bundle-{a.quant}"
     man_path = bundle / "android" / "manifest.json"
     fresh = False
@@ -75,8 +90,10 @@ def cmd_quickstart(a):
             man_path.unlink()
     if not man_path.exists():
         log(f"exporting ({a.quant}) to {bundle}")
+        from mtplite.export.export import load_standalone
+
         export(bb, head, doc, bundle, cache_len=a.cache_length, prefill_lengths=(32, 128), quant=_quant(a.quant),
-               progress=log)
+               progress=log, standalone=load_standalone(head_dir, bb))
         fresh = True
     else:
         log("bundle already exported: reusing it")
@@ -127,4 +144,6 @@ def register(sub):
     q.add_argument("--cache-length", type=int, default=512)
     q.add_argument("--prompts")
     q.add_argument("--threads", type=int, default=2)
+    q.add_argument("--standalone", action="store_true", help="also train + bench the standalone-drafter baseline")
+    q.add_argument("--standalone-minutes", type=float, default=8)
     q.set_defaults(fn=cmd_quickstart)

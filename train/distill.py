@@ -67,19 +67,25 @@ def format_prompt(backbone, text):
     return backbone.encode(text)
 
 
+def load_rows(path):
+    """{id: row} of a distillation cache; a torn last line from an interrupted run is skipped."""
+    done = {}
+    if Path(path).exists():
+        for line in Path(path).read_text().splitlines():
+            try:
+                r = json.loads(line)
+                done[r["id"]] = r
+            except (json.JSONDecodeError, KeyError, TypeError):
+                continue
+    return done
+
+
 def distill(backbone, prompts, out_path, max_new=64, batch=8, dtype=torch.float32, budget_s=None, progress=True):
     """Append {id, task, prompt_len, tokens} rows for prompts not yet in out_path; return all rows."""
     import time
 
     out_path = Path(out_path)
-    done = {}
-    if out_path.exists():
-        for line in out_path.read_text().splitlines():
-            try:
-                r = json.loads(line)
-                done[r["id"]] = r
-            except (json.JSONDecodeError, KeyError, TypeError):
-                continue  # a torn last line from an interrupted run
+    done = load_rows(out_path)
     todo = [p for p in prompts if p["id"] not in done]
     dec = backbone.model
     t0 = time.time()
