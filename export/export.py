@@ -97,12 +97,16 @@ def write_tokenizer(backbone, path):
 
 
 def llm_metadata(backbone, cache_len, path):
+    llm_metadata_from_manifest({"bos_id": backbone.bos_id, "eos_ids": backbone.eos_ids, "cache_length": cache_len}, path)
+
+
+def llm_metadata_from_manifest(man, path):
     lines = []
-    if backbone.bos_id is not None:
-        lines.append(f"start_token {{ token_ids {{ ids: {backbone.bos_id} }} }}")
-    for e in backbone.eos_ids:
+    if man.get("bos_id") is not None:
+        lines.append(f"start_token {{ token_ids {{ ids: {man['bos_id']} }} }}")
+    for e in man["eos_ids"]:
         lines.append(f"stop_tokens {{ token_ids {{ ids: {e} }} }}")
-    lines.append(f"max_num_tokens: {cache_len}")
+    lines.append(f"max_num_tokens: {man['cache_length']}")
     lines.append("llm_model_type { generic_model {} }")
     Path(path).write_text("\n".join(lines) + "\n")
 

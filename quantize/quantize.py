@@ -76,3 +76,65 @@ def quantize_files(d, recipe_map, progress=print):
             quantize_file(d / f"{g}.tflite", d / f"{g}.tflite", r)
             progress(f"quantized {g} in {time.time() - t:.0f}s")
     return {g: recipe_map.get(g, "float") for g in GRAPHS}
+
+
+def quantize_bundle(src, dst, recipe_map, progress=print):
+    """OUT -> OUT2 with the graphs re-quantized: new .tflite files, model.litertlm and manifest, written atomically
+    (a temp dir renamed into place at the end)."""
+    import json
+    import os
+
+    from mtplite.export.contract import check, read_tflite
+    from mtplite.export.export import build_litertlm
+
+    src, dst = Path(src), Path(dst)
+    man, _ = check(src / "android" / "manifest.json")
+    if any(v != "float" for v in (man.get("quantization") or {}).values()):
+        raise UserError(f"{src}: already quantized ({man['quantization']}); quantize the float export instead")
+    if dst.exists():
+        raise UserError(f"{dst}: already exists; choose a new --out")
+    tmp = dst.with_name(f".{dst.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        (tmp / "android").mkdir(parents=True)
+        for f in (src / "android").iterdir():
+            if f.is_file():
+                shutil.copyfile(f, tmp / "android" / f.name)
+        quantize_files(tmp / "android", recipe_map, progress)
+        if (tmp / "android" / "standalone.tflite").exists() and recipe_map.get("drafter", "float") != "float":
+            quantize_file(tmp / "android" / "standalone.tflite", tmp / "android" / "standalone.tflite", recipe_map["drafter"])
+        man["quantization"] = {g: recipe_map.get(g, "float") for g in GRAPHS}
+        man["file_bytes"] = {g: (tmp / "android" / f"{g}.tflite").stat().st_size for g in GRAPHS}
+        man["signatures"] = {g: read_tflite(tmp / "android" / f"{g}.tflite")[0] for g in GRAPHS}
+        if man.get("standalone"):
+            man["standalone"]["bytes"] = (tmp / "android" / "standalone.tflite").stat().st_size
+        man["settings"] = {"K": man["K"], "source": "export default (run `mtplite calibrate` to measure)"}
+        (tmp / "android" / "manifest.json").write_text(json.dumps(man, indent=1))
+        from mtplite.export.export import llm_metadata_from_manifest
+
+        llm_metadata_from_manifest(man, tmp / "android" / "llm_metadata.textproto")
+        build_litertlm(tmp / "android", tmp / "model.litertlm")
+        (tmp / "android" / "llm_metadata.textproto").unlink()
+        os.replace(tmp, dst)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return man
+
+
+def register(sub):
+    q = sub.add_parser("quantize", help="re-quantize an exported float bundle into a new dir")
+    q.add_argument("out")
+    q.add_argument("--recipe", required=True, help="int8 | int4-b32 | backbone=int4-b32,head=int8,embedder=int8")
+    q.add_argument("--out", dest="dst", required=True)
+    q.set_defaults(fn=cmd_quantize)
+
+
+def cmd_quantize(a):
+    import json
+    import sys
+
+    recipe = parse_recipe(a.recipe)
+    if recipe is None:
+        raise UserError("--recipe none: nothing to do")
+    man = quantize_bundle(a.out, a.dst, recipe, progress=lambda s: print(f"[quantize] {s}", file=sys.stderr))
+    print(json.dumps({"out": a.dst, "quantization": man["quantization"], "file_bytes": man["file_bytes"]}))
