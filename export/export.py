@@ -193,7 +193,7 @@ def export(backbone, head, head_doc, out, cache_len=512, prefill_lengths=(32, 12
     tmp.mkdir()
     try:
         t = export_graphs(backbone, head, tmp, cache_len, prefill_lengths, K, progress)
-        qinfo = {"backbone": "float32", "embedder": "float32", "drafter": "float32"}
+        qinfo = {"backbone": "float", "embedder": "float", "drafter": "float"}
         if quant:
             from mtplite.quantize.quantize import quantize_files
 

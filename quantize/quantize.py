@@ -89,7 +89,7 @@ def quantize_bundle(src, dst, recipe_map, progress=print):
 
     src, dst = Path(src), Path(dst)
     man, _ = check(src / "android" / "manifest.json")
-    if any(v != "float" for v in (man.get("quantization") or {}).values()):
+    if any(v not in ("float", "float32") for v in (man.get("quantization") or {}).values()):
         raise UserError(f"{src}: already quantized ({man['quantization']}); quantize the float export instead")
     if dst.exists():
         raise UserError(f"{dst}: already exists; choose a new --out")
