@@ -114,7 +114,7 @@ def _hf_dir(path):
     if not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")):
         raise UserError(f"{path}: no weight files (*.safetensors) found; copy the checkpoint's weights there")
     try:
-        hf = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32)
+        hf = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
         tok = AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError, RuntimeError) as e:
         raise UserError(f"{path}: cannot load checkpoint: {str(e).splitlines()[0]}") from None
@@ -133,7 +133,7 @@ def _gguf(path, name):
     if (cached / "config.json").exists():
         return _hf_dir(cached)
     try:
-        hf = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, torch_dtype=torch.float32)
+        hf = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
         tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     except (OSError, ValueError, RuntimeError, KeyError) as e:
         raise UserError(f"{path}: cannot load GGUF: {str(e).splitlines()[0]}") from None
