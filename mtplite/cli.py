@@ -180,6 +180,8 @@ def main(argv=None):
     g.add_argument("--json", action="store_true")
     g.add_argument("--stream", action="store_true", help="print tokens to stderr as they are accepted")
     g.add_argument("--threads", type=int, default=2)
+    g.add_argument("--exact", action="store_true",
+                   help="LiteRT: plain steps through the verify graph, so MTP and plain use identical kernels")
     g.set_defaults(fn=cmd_generate)
 
     import importlib

@@ -133,12 +133,12 @@ def run_engine(bundle_dir, prompts, max_new, tok):
 
 
 def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "lookup", "hybrid", "standalone"), threads=2, engine=True,
-          progress=True):
+          progress=True, exact=False):
     from mtplite.runtime.cli import encode
     from mtplite.runtime.litert import Bundle, load_tokenizer
 
     t0 = time.time()
-    b = Bundle(bundle_dir, threads=threads, mtp=True)
+    b = Bundle(bundle_dir, threads=threads, mtp=True, exact=exact)
     if "standalone" in modes and not b.load_standalone(threads):
         modes = tuple(m for m in modes if m != "standalone")
         print("[bench] no standalone drafter in this bundle (train with --standalone); skipping that mode",
@@ -181,7 +181,7 @@ def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "lookup", "hyb
               "kv_bytes": b.kv_bytes, "mtp_extra_weight_bytes": wb["drafter"], "mtp_extra_kv_bytes": 0,
               "mtp_extra_fraction_of_backbone": wb["drafter"] / (wb["backbone"] + wb["embedder"]),
               "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
-    result = {"bundle": str(bundle_dir), "K": K, "max_new_tokens": max_new, "threads": threads, "modes": list(modes),
+    result = {"bundle": str(bundle_dir), "K": K, "exact_mode": exact, "max_new_tokens": max_new, "threads": threads, "modes": list(modes),
               "tasks": tasks, "table": table, "ratios": ratios, "memory": memory,
               "spec_vs_plain_mismatches": mismatches, "skipped_prompts_too_long": skipped, "per_prompt": {m: dict(per[m]) for m in modes},
               "manifest": {k: b.man.get(k) for k in ("backbone_spec", "backbone_fingerprint", "head_fingerprint",

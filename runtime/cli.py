@@ -27,7 +27,7 @@ def generate_bundle(a):
     from mtplite.model import generate as G
     from mtplite.runtime.litert import Bundle, load_tokenizer
 
-    b = Bundle(a.bundle, threads=a.threads if hasattr(a, "threads") else 2, mtp=not a.no_mtp)
+    b = Bundle(a.bundle, threads=a.threads, mtp=not a.no_mtp, exact=a.exact)
     tok = load_tokenizer(a.bundle)
     K, why = settings_K(b.man, not a.no_mtp)
     if a.k and not a.no_mtp:
@@ -65,7 +65,8 @@ def cmd_bench(a):
     bad = [m for m in modes if m not in ("plain", "mtp", "lookup", "hybrid", "standalone")]
     if bad or "plain" not in modes:
         raise UserError(f"--modes {a.modes}: choose from plain,mtp,lookup,hybrid,standalone (plain is required)")
-    res = bench(a.out, prompts, max_new=a.max_new_tokens, modes=modes, threads=a.threads, engine=not a.no_engine)
+    res = bench(a.out, prompts, max_new=a.max_new_tokens, modes=modes, threads=a.threads, engine=not a.no_engine,
+                exact=a.exact)
     print(markdown(res))
     if a.json:
         write_text_atomic(a.json, json.dumps(res, indent=1))
@@ -152,6 +153,7 @@ def register(sub):
     b.add_argument("--no-engine", action="store_true", help="skip the official litert_lm engine rows")
     b.add_argument("--json")
     b.add_argument("--plot")
+    b.add_argument("--exact", action="store_true", help="plain steps through the verify graph (bit-identical kernels)")
     b.set_defaults(fn=cmd_bench)
     c = sub.add_parser("calibrate", help="measure step costs + acceptance here and choose K (or off)")
     c.add_argument("out")

@@ -40,7 +40,7 @@ def _mask(positions, C):
 class Bundle:
     """A loaded OUT/android bundle: three CompiledModels and their buffers. Step functions via `steps()`."""
 
-    def __init__(self, out, threads=2, mtp=True):
+    def __init__(self, out, threads=2, mtp=True, exact=False):
         from ai_edge_litert.compiled_model import CompiledModel
 
         from mtplite.export.contract import check
@@ -51,6 +51,9 @@ class Bundle:
         self.man, self.sigs = check(adir / "manifest.json")
         m = self.man
         self.dir, self.K, self.C = adir, m["K"], m["cache_length"]
+        # exact mode: plain steps also run through the verify graph (row 0), so plain and speculative tokens come
+        # from numerically identical kernels; costs one verify instead of one decode per plain step
+        self.exact = exact
         self.H, self.V = m["hidden_size"], m["vocab_size"]
         self.prefill_lengths = sorted(m["prefill_lengths"])
         wc = cache_dir() / "xnnpack"
@@ -137,6 +140,10 @@ class Bundle:
         return outs["logits"].read(n * self.V, np.float32).reshape(n, self.V)
 
     def decode(self, tok, pos):
+        if self.exact and pos + self.K < self.C:
+            outs, _ = self.run_backbone("verify", [tok], pos)
+            act = outs["activations"].read((self.K + 1) * self.H, np.float32)[: self.H]
+            return int(self.logits_rows(outs, 1)[0].argmax()), act
         outs, _ = self.run_backbone("decode", [tok], pos)
         act = outs["activations"].read(self.H, np.float32)
         return int(self.logits_rows(outs, 1)[0].argmax()), act

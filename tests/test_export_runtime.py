@@ -224,3 +224,16 @@ def test_inspect_accepts_and_refuses(tmp_path):
     # CLI: one line, exit 2
     r = subprocess.run([sys.executable, "-m", "mtplite.cli", "inspect", str(bad)], capture_output=True, text=True)
     assert r.returncode == 2 and "Traceback" not in r.stderr and "tf_lite_mtp_drafter" in r.stderr
+
+
+def test_exact_mode_plain_through_verify_graph():
+    """Exact mode: plain steps run row 0 of the verify graph; speculative output must equal it token for token."""
+    from mtplite.runtime.litert import Bundle
+
+    bb, head, *_ = trained("tiny:qwen3")
+    b = Bundle(bundle("tiny:qwen3"), threads=1, exact=True)
+    for p in PROMPTS[:8]:
+        ids = bb.encode(p)
+        plain = G.run(ids, b.steps(), max_new_tokens=30, eos_ids=set(bb.eos_ids), K=0, cache_len=C)
+        mtp = G.run(ids, b.steps(), max_new_tokens=30, eos_ids=set(bb.eos_ids), K=3, cache_len=C)
+        assert plain["tokens"] == mtp["tokens"]
