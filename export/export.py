@@ -214,6 +214,9 @@ def export(backbone, head, head_doc, out, cache_len=512, prefill_lengths=(32, 12
         build_litertlm(tmp, tmp / "model.litertlm")
         man["litertlm_bytes"] = (tmp / "model.litertlm").stat().st_size
         man["export_seconds"] = round(t, 1)
+        import resource
+
+        man["process_peak_rss_bytes_after_export"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         (tmp / "manifest.json").write_text(json.dumps(man, indent=1))
         write_bench_prompts(backbone, tmp / "bench_prompts.jsonl")
         android = out / "android"
