@@ -70,6 +70,17 @@ def features(backbone, rows, read_layers, dtype=torch.float32, full_labels=False
             "kv": [(kv[i][0].float(), kv[i][1].float()) for i in read_layers]}
 
 
+def template_of(row_id):
+    """Template of a shipped-corpus row from its id (rows cached before `template` was recorded)."""
+    from mtplite.data import TOPICS
+
+    parts = row_id.split("-")
+    if len(parts) == 3 and parts[0] == "train":
+        tag = parts[2].rstrip("0123456789")
+        return f"{parts[1]}-{tag}{int(parts[2][len(tag):]) // len(TOPICS)}"
+    return row_id
+
+
 class Rollout(torch.nn.Module):
     """The K-step training rollout as one module call, so DistributedDataParallel sees one forward per step."""
 
@@ -113,10 +124,14 @@ def rollout_loss(head, f, K):
 
 
 def split_rows(rows, holdout=0.1, seed=0):
-    """Hold out whole prompts by their topic/format id hash, so validation never sees a training sequence."""
+    """Hold out whole templates (task + format), not just prompts: a head that memorises templates looks great on
+    held-out prompts of seen templates and poor on new ones, so early stopping must watch unseen templates."""
     import hashlib
 
-    val = [r for r in rows if int(hashlib.md5(f"{seed}{r['id']}".encode()).hexdigest(), 16) % 1000 < holdout * 1000]
+    def key(r):
+        return r.get("template") or template_of(r["id"])
+
+    val = [r for r in rows if int(hashlib.md5(f"{seed}{key(r)}".encode()).hexdigest(), 16) % 1000 < holdout * 1000]
     vids = {r["id"] for r in val}
     return [r for r in rows if r["id"] not in vids], val
 

@@ -71,12 +71,58 @@ FORMATS = {
 }
 
 
+# More framings, so the head cannot get by on memorising a few templates (a measured failure: trained on the 24
+# formats above alone, Gemma's head reached accept length 3-4 on them and 1.1-1.5 on new templates).
+FORMATS_MORE = {
+    "summarize": [
+        "Meeting minutes ({topic}):\n{name} opened the meeting. Several options were discussed at length.\nAction items:",
+        "{name} sent a long thread about {topic}. The short version is that",
+        "Abstract: This note reviews {topic}, its causes and its consequences for the people involved. We find that",
+        "Recap of {topic} for anyone who missed it:",
+    ],
+    "rewrite": [
+        "Original: {name} was like totally late cuz of {topic} lol\nProfessional: ",
+        "Paraphrase the following in your own words: \"{topic} affected everyone more than expected.\"\nParaphrase:",
+        "Translate to simple English: Owing to {topic}, proceedings were postponed sine die.\nSimple English:",
+        "Edit for clarity: \"Regarding the {topic} thing, we maybe should possibly think about it.\"\nEdited:",
+    ],
+    "reply": [
+        "Text from {name}: \"any news on {topic}?\"\nMy answer:",
+        "Forum post: Has anyone else had trouble with {topic}?\nTop comment:",
+        "Interviewer: Tell me about {topic}.\n{name}:",
+        "Slack #general\n{name}: quick question about {topic}\nyou:",
+    ],
+    "freeform": [
+        "{topic} is something most people never think about, but",
+        "Chapter 1\n\nThe morning {name} first heard about {topic}, the sky",
+        "Wikipedia\n{topic}\nFrom Wikipedia, the free encyclopedia\n\n",
+        "Five things I learned from {topic}:\n\n1.",
+    ],
+    "code": [
+        "<!-- a web page about {topic} -->\n<html>\n<head>\n",
+        "/* C: a struct describing {topic} */\ntypedef struct {{\n",
+        "# Markdown notes on {topic}\n\n## Overview\n\n",
+        "{{\n  \"title\": \"{topic}\",\n  \"author\": \"{name}\",\n",
+        "def summarize_{name}(items):\n    # about {topic}\n    result = []\n",
+    ],
+    "list": [
+        "Checklist for {topic}:\n[ ]",
+        "| Item | Owner | Due |\n|---|---|---|\n| {topic} | {name} |",
+        "Top 10 tips for {topic}\n\n1.",
+        "Agenda ({topic})\n09:00",
+    ],
+}
+
+
 def training_prompts(seed: int = 0, limit: int | None = None):
-    """All (format x topic x name) prompts, shuffled deterministically. ~1,500 distinct prompts."""
+    """All (format x topic x name) prompts, shuffled deterministically (~2,900). Each row names its `template`
+    (task + format), so validation can hold out whole templates."""
     rows = []
-    for task, formats in FORMATS.items():
-        for fi, (fmt, topic) in enumerate(itertools.product(formats, TOPICS)):
-            name = NAMES[(fi * 7) % len(NAMES)]
-            rows.append({"id": f"train-{task}-{fi:04d}", "task": task, "prompt": fmt.format(topic=topic, name=name)})
+    for fams, tag in ((FORMATS, ""), (FORMATS_MORE, "m")):
+        for task, formats in fams.items():
+            for fi, (fmt, topic) in enumerate(itertools.product(formats, TOPICS)):
+                name = NAMES[(fi * 7) % len(NAMES)]
+                rows.append({"id": f"train-{task}-{tag}{fi:04d}", "task": task, "template": f"{task}-{tag}{fi // len(TOPICS)}",
+                             "prompt": fmt.format(topic=topic, name=name)})
     random.Random(seed).shuffle(rows)
     return rows[:limit] if limit else rows
