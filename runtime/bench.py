@@ -258,10 +258,12 @@ def plot(res, path):
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 4.5))
     x = np.arange(len(tasks))
     w = 0.8 / len(modes)
-    for i, m in enumerate(modes):
-        a1.bar(x + i * w, [res["table"][m][t]["decode_tokens_per_s"] or 0 for t in tasks], w, label=m)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, m in enumerate(modes):  # one colour per mode in both panels
+        col = colors[i % len(colors)]
+        a1.bar(x + i * w, [res["table"][m][t]["decode_tokens_per_s"] or 0 for t in tasks], w, label=m, color=col)
         if m != "plain":
-            a2.bar(x + i * w, [res["table"][m][t]["accept_length"] or 0 for t in tasks], w, label=m)
+            a2.bar(x + i * w, [res["table"][m][t]["accept_length"] or 0 for t in tasks], w, label=m, color=col)
     for a, title in ((a1, "decode tokens/s (higher is better)"), (a2, "accept length τ (tokens per verify)")):
         a.set_xticks(x + 0.4 - w / 2)
         a.set_xticklabels(tasks, rotation=20)
