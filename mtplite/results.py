@@ -43,7 +43,7 @@ def render(run_dir, extra_runs=()):
     run = Path(run_dir)
     bench = json.loads((run / "bench.json").read_text())
     head = json.loads((run / "head" / "head.json").read_text()) if (run / "head" / "head.json").exists() else {}
-    man_path = Path(bench["bundle"]) / "android" / "manifest.json"
+    man_path = run / "manifest.json" if (run / "manifest.json").exists() else Path(bench["bundle"]) / "android" / "manifest.json"
     man = json.loads(man_path.read_text()) if man_path.exists() else {}
     import os
 
@@ -83,9 +83,60 @@ def render(run_dir, extra_runs=()):
         L += [f"Per MTP cycle: draft {mtp.get('draft_ms_per_cycle', 0):.1f} ms (K drafter steps), verify "
               f"{mtp.get('verify_ms_per_cycle', 0):.1f} ms; plain decode "
               f"{1e3 / bench['table']['plain']['all']['decode_tokens_per_s']:.1f} ms per token.", ""]
+    L += analysis(bench, man)
     for extra in extra_runs:
         L += [f"## {extra['title']}", "", extra["body"], ""]
     return "\n".join(L)
+
+
+def analysis(bench, man):
+    """Targets from the issues against this run, and what each cycle costs (all from the JSON)."""
+    meas = (man.get("settings") or {}).get("measured") or {}
+    t = bench["table"]
+    L = ["## Targets and what limits them", ""]
+    if meas:
+        dec, ver, dr = meas["decode_ms"], meas["verify_ms"], meas["drafter_step_ms"]
+        K = bench["K"]
+        cyc = K * dr + ver
+        L += [f"Measured by `mtplite calibrate` on this bundle: decode {dec:.1f} ms, verify(K+1={K + 1}) {ver:.1f} ms "
+              f"({ver / dec:.2f} decode steps), drafter step {dr:.2f} ms ({dr / dec:.3f} of a decode step). "
+              f"One MTP cycle costs {cyc:.1f} ms = {cyc / dec:.2f} decode steps, so MTP breaks even at τ = "
+              f"{cyc / dec:.2f} and needs τ = {2 * cyc / dec:.2f} for 2x. Prompt lookup drafts for free: it breaks "
+              f"even at τ = {ver / dec:.2f} and reaches 2x at τ = {2 * ver / dec:.2f}.", ""]
+    rows = []
+    for task in bench["tasks"]:
+        r = [task] + [f"{t[m][task]['accept_length']:.2f}" if t[m][task].get("accept_length") else "-"
+                      for m in bench["modes"] if m != "plain"]
+        rows.append("| " + " | ".join(r) + " |")
+    L += ["| task | " + " | ".join(f"{m} τ" for m in bench["modes"] if m != "plain") + " |",
+          "|" + "---|" * len(bench["modes"])] + rows + [""]
+    ra = bench["ratios"]
+    mem = bench["memory"]
+    checks = [("MTP/plain >= 2.0x on summarize/rewrite/reply",
+               ", ".join(f"{k} {ra['mtp/plain'].get(k, 0):.2f}x" for k in ("summarize", "rewrite", "reply"))),
+              ("head τ >= 3.0 at K=3 on summarize/rewrite/reply",
+               ", ".join(f"{k} {t['mtp'][k]['accept_length']:.2f}" for k in ("summarize", "rewrite", "reply")
+                         if t["mtp"].get(k, {}).get("accept_length"))),
+              ("hybrid τ >= 3.0 on summarize/rewrite/reply",
+               ", ".join(f"{k} {t['hybrid'][k]['accept_length']:.2f}" for k in ("summarize", "rewrite", "reply")
+                         if "hybrid" in t and t["hybrid"].get(k, {}).get("accept_length")))]
+    if "mtp/standalone" in ra:
+        checks.append(("MTP/standalone >= 1.3x", f"{ra['mtp/standalone'].get('all', 0):.2f}x (all tasks)"))
+    checks.append(("MTP extra bytes <= 10% of the backbone, zero extra KV",
+                   f"{100 * mem['mtp_extra_fraction_of_backbone']:.1f}%, {mem['mtp_extra_kv_bytes']} KV bytes"))
+    if "memory_saved_by_mtp_vs_standalone_bytes" in mem:
+        checks.append(("memory saved vs the standalone drafter (~130 MB)",
+                       f"{mem['memory_saved_by_mtp_vs_standalone_bytes'] / 1e6:.1f} MB per instance"))
+    n_spec = (len(bench["modes"]) - 1) * bench["table"]["plain"]["all"]["prompts"]
+    checks.append(("speculative output == plain greedy (same bundle)",
+                   f"{bench['spec_vs_plain_mismatches']} of {n_spec} speculative generations differ"))
+    e = bench.get("engine") or {}
+    if "engine_mtp" in e:
+        checks.append(("official litert_lm engine: MTP on gives the same text as off",
+                       f"{e['text_matches_off']}/{bench['table']['plain']['all']['prompts']} prompts; engine MTP/plain "
+                       f"{e['mtp/plain']:.2f}x, drafter success rate {e['engine_mtp'].get('drafter_success_rate')}"))
+    L += ["| target | this run |", "|---|---|"] + [f"| {a} | {b} |" for a, b in checks] + [""]
+    return L
 
 
 def main(argv=None):
