@@ -144,3 +144,20 @@ fun chooseK(decodeMs: Double, verifyMs: Double, drafterStepMs: Double, acceptanc
     val speedup = tau * decodeMs / (k * drafterStepMs + verifyMs)
     return if (speedup > 1.05) k else null
 }
+
+/**
+ * Hybrid drafting, as mtplite.runtime.lookup: prompt lookup when the history has a match, else the MTP head
+ * (or, with `head = null`, a plain step). `history` must hold the prompt and every emitted token (pass
+ * `onToken = hybrid::record` to generate()). `sources` records which drafter served each cycle.
+ */
+class HybridDrafter(prompt: IntArray, private val head: Drafter?) : Drafter {
+    val history = prompt.toMutableList()
+    val sources = ArrayList<String>()
+    fun record(token: Int) { history.add(token) }
+    override fun draft(token: Int, activation: FloatArray, pos: Int, k: Int): IntArray? {
+        lookup(history, k)?.let { sources.add("lookup"); return it }
+        if (head == null) return null
+        sources.add("head")
+        return head.draft(token, activation, pos, k)
+    }
+}

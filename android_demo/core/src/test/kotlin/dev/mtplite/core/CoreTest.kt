@@ -60,6 +60,17 @@ class CoreTest {
         assertNull(lookup(listOf(1, 2, 3), 2))
     }
 
+    @Test fun hybridIsExactAndUsesBothSources() {
+        for (n in listOf(5, 17, 40)) {
+            val m = ToyModel()
+            val prompt = intArrayOf(1, 2, 3, 1, 2)
+            val h = HybridDrafter(prompt, m)
+            val g = generate(prompt, m, h, 3, n, emptySet(), 256, onToken = h::record)
+            assertEquals(generate(prompt, ToyModel(), null, 0, n, emptySet(), 256).tokens, g.tokens)
+            if (n == 40) assertTrue("lookup" in h.sources && "head" in h.sources, h.sources.toString())
+        }
+    }
+
     @Test fun gating() {
         assertEquals(3, chooseK(10.0, 12.0, 0.5, listOf(0.8, 0.6, 0.4), 3))
         assertNull(chooseK(10.0, 30.0, 5.0, listOf(0.1, 0.0, 0.0), 3))
