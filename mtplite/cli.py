@@ -42,7 +42,7 @@ def cmd_train(a):
     data = cache_dir() / "distill" / f"{bb.fingerprint}-n{a.max_new}.jsonl"
     data.parent.mkdir(parents=True, exist_ok=True)
     dtype = torch.bfloat16 if a.bf16 else torch.float32
-    # half the budget at most for data; what is already cached is free
+    # --data-share of the budget at most for new data; what is already cached is free
     if a.bf16:
         bb.model.to(torch.bfloat16)
     rows = distill(bb, prompts, data, max_new=a.max_new, batch=a.batch, dtype=dtype,
