@@ -69,18 +69,11 @@ def cmd_train(a):
         print(json.dumps({"out": a.out, "best_val_accept_length": info["best_val_accept_length"],
                           "train_generated_tokens": n_tok, "seconds": round(time.time() - t0, 1)}))
     if a.standalone:
-        from safetensors.torch import save_file
-
-        from mtplite.paths import atomic_path, write_text_atomic
-        from mtplite.train.standalone import train_standalone
+        from mtplite.train.standalone import save_standalone, train_standalone
 
         sd = train_standalone(bb, train_rows, head.c.draft_ids, num_layers=a.blocks, epochs=a.epochs, batch=a.batch,
                               budget_s=a.standalone_minutes * 60 if a.standalone_minutes else None, seed=a.seed)
-        w = {k: v.contiguous() for k, v in sd.state_dict().items() if k != "lm_head.weight"}  # tied to the embedding
-        with atomic_path(os.path.join(a.out, "standalone.safetensors")) as tmp:
-            save_file(w, str(tmp))
-        write_text_atomic(os.path.join(a.out, "standalone.json"), json.dumps(
-            {"format": "mtplite-standalone", "num_layers": a.blocks, "backbone_fingerprint": bb.fingerprint}))
+        save_standalone(sd, a.out, bb.fingerprint)
         print(json.dumps({"out": a.out, "standalone": "standalone.safetensors", "seconds": round(time.time() - t0, 1)}))
 
 

@@ -67,20 +67,14 @@ def cmd_quickstart(a):
         save_head(head, head_dir, doc)
         log(f"head trained on {n_tok} self-distilled tokens; held-out accept length {info['best_val_accept_length']:.2f}")
     if a.standalone and not (head_dir / "standalone.json").exists():
-        from safetensors.torch import save_file
-
-        from mtplite.paths import atomic_path
         from mtplite.train.distill import load_rows
-        from mtplite.train.standalone import train_standalone
+        from mtplite.train.standalone import save_standalone, train_standalone
 
         rows = list(load_rows(cache_dir() / "distill" / f"{bb.fingerprint}-n{a.max_new}.jsonl").values())
         log(f"training the standalone-drafter baseline ({a.standalone_minutes} min)")
         sd = train_standalone(bb, split_rows(rows)[0], head.c.draft_ids, num_layers=head.c.num_blocks, epochs=4,
                               budget_s=a.standalone_minutes * 60)
-        with atomic_path(head_dir / "standalone.safetensors") as tmp:
-            save_file({k: v.contiguous() for k, v in sd.state_dict().items() if k != "lm_head.weight"}, str(tmp))
-        write_text_atomic(head_dir / "standalone.json", json.dumps(
-            {"format": "mtplite-standalone", "num_layers": head.c.num_blocks, "backbone_fingerprint": bb.fingerprint}))
+        save_standalone(sd, head_dir, bb.fingerprint)
     bundle = root / f"bundle-{a.quant}"
     man_path = bundle / "android" / "manifest.json"
     fresh = False

@@ -29,6 +29,16 @@ def _options(threads, cache_file):
                                                                    xnnpack_weight_cache_path=str(cache_file)))
 
 
+def _positions_and_mask(n, pos0, T, C):
+    """input_pos and mask rows for n real tokens at pos0.. in a T-row signature; unused rows are zero / fully masked
+    (the engine zero-fills unused input_pos slots; our graphs write from input_pos[0] on)."""
+    pos = np.zeros(T, np.int32)
+    pos[:n] = np.arange(pos0, pos0 + n)
+    mask = np.full((T, C), NEG_INF, np.float32)
+    mask[:n] = _mask(pos[:n], C)
+    return pos, mask
+
+
 def _mask(positions, C):
     """Rows = query positions; row t may see keys 0..positions[t]."""
     m = np.full((len(positions), C), NEG_INF, np.float32)
@@ -117,24 +127,24 @@ class Bundle:
         n = len(ids)
         emb = np.zeros((T, self.H), np.float32)
         emb[:n] = self.embed(ids)
-        pos = np.zeros(T, np.int32)  # the engine zero-fills unused slots; our graphs write from input_pos[0] on
-        pos[:n] = np.arange(pos0, pos0 + n)
-        mask = np.full((T, self.C), NEG_INF, np.float32)
-        mask[:n] = _mask(pos[:n], self.C)
+        pos, mask = _positions_and_mask(n, pos0, T, self.C)
         ins["embeddings"].write(emb.reshape(-1))
         ins["input_pos"].write(pos)
         ins["mask"].write(mask.reshape(-1))
         self.models["backbone"].run_by_name(sig, {**ins, **self.kv}, {**outs, **self.kv})
         return outs, n
 
-    def prefill(self, ids, start):
+    def prefill_chunks(self, ids):
+        """(signature length, offset, chunk): the smallest prefill signature that fits, else the largest, repeated."""
         i = 0
         while i < len(ids):
-            left = len(ids) - i
-            n = next((L for L in self.prefill_lengths if L >= left), self.prefill_lengths[-1])
-            chunk = ids[i : i + n]
-            self.run_backbone(f"prefill_{n}", chunk, start + i)
-            i += len(chunk)
+            n = next((L for L in self.prefill_lengths if L >= len(ids) - i), self.prefill_lengths[-1])
+            yield n, i, ids[i : i + n]
+            i += n
+
+    def prefill(self, ids, start):
+        for n, off, chunk in self.prefill_chunks(ids):
+            self.run_backbone(f"prefill_{n}", chunk, start + off)
 
     def logits_rows(self, outs, n):
         return outs["logits"].read(n * self.V, np.float32).reshape(n, self.V)
@@ -199,10 +209,7 @@ class Bundle:
         T = int(self.sd_sigs[sig]["inputs"]["input_pos"]["shape"][0])
         tok = np.zeros(T, np.int32)
         tok[: len(ids)] = ids
-        pos = np.zeros(T, np.int32)
-        pos[: len(ids)] = np.arange(pos0, pos0 + len(ids))
-        mask = np.full((T, self.C), NEG_INF, np.float32)
-        mask[: len(ids)] = _mask(pos[: len(ids)], self.C)
+        pos, mask = _positions_and_mask(len(ids), pos0, T, self.C)
         ins["token_ids"].write(tok)
         ins["input_pos"].write(pos)
         ins["mask"].write(mask.reshape(-1))
@@ -219,12 +226,8 @@ class Bundle:
 
         def prefill(ids, start):
             self.prefill(ids, start)
-            i = 0
-            while i < len(ids):
-                n = next((L for L in self.prefill_lengths if L >= len(ids) - i), self.prefill_lengths[-1])
-                chunk = ids[i : i + n]
-                self._sd_run(f"prefill_{n}", chunk, start + i)
-                i += len(chunk)
+            for n, off, chunk in self.prefill_chunks(ids):
+                self._sd_run(f"prefill_{n}", chunk, start + off)
 
         def decode(tok, pos):
             self._sd_run("decode", [tok], pos)

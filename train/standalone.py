@@ -76,3 +76,20 @@ def train_standalone(backbone, rows, draft_ids, *, num_layers=1, epochs=3, batch
             bar.set_postfix(loss=f"{float(loss):.3f}")
     bar.close()
     return m.eval().requires_grad_(False)
+
+
+def save_standalone(model, out_dir, backbone_fingerprint):
+    """standalone.safetensors (the tied LM head is the embedding, stored once) + standalone.json, atomically."""
+    import json
+    from pathlib import Path
+
+    from safetensors.torch import save_file
+
+    from mtplite.paths import atomic_path, write_text_atomic
+
+    out = Path(out_dir)
+    w = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    with atomic_path(out / "standalone.safetensors") as tmp:
+        save_file(w, str(tmp))
+    write_text_atomic(out / "standalone.json", json.dumps(
+        {"format": "mtplite-standalone", "num_layers": model.c.num_layers, "backbone_fingerprint": backbone_fingerprint}))
