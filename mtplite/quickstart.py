@@ -36,8 +36,15 @@ def cmd_quickstart(a):
     if quick:
         log("--quick: a small training budget; expect a lower accept length than the full run")
     t0 = time.time()
+    steps = {}  # step -> seconds, so the results page can show where a fresh run's time goes
+
+    def lap(name, since):
+        steps[name] = round(time.time() - since, 1)
+        return time.time()
+
     log(f"loading backbone {a.backbone}")
     bb = load_backbone(a.backbone)
+    t = lap("load", t0)
     log(f"backbone fingerprint {bb.fingerprint}; working dir {root}")
     head_dir = root / "head"
     head = None
@@ -56,11 +63,13 @@ def cmd_quickstart(a):
         data.parent.mkdir(parents=True, exist_ok=True)
         prompts = training_prompts(limit=300 if quick else None)
         rows = distill(bb, prompts, data, max_new=a.max_new, batch=16, dtype=dtype, budget_s=budget * 60 * 0.55)
+        t = lap("distill", t)
         tr, va = split_rows(rows)
         left = budget * 60 - (time.time() - t0)
         head, info = train_head(bb, tr, K=a.k, draft_vocab_size=a.draft_vocab, epochs=6, batch=8, lr=1e-3,
                                 budget_s=max(left, 30), val_rows=va, dtype=dtype, log=log)
         bb.model.float()
+        t = lap("train", t)
         n_tok = sum(len(r["tokens"]) - r["prompt_len"] for r in tr)
         doc = {"backbone": a.backbone, "backbone_fingerprint": bb.fingerprint, "train_generated_tokens": n_tok,
                "train_sequences": len(tr), **info}
@@ -75,6 +84,7 @@ def cmd_quickstart(a):
         sd = train_standalone(bb, split_rows(rows)[0], head.c.draft_ids, num_layers=head.c.num_blocks, epochs=4,
                               budget_s=a.standalone_minutes * 60)
         save_standalone(sd, head_dir, bb.fingerprint)
+        t = lap("standalone", t)
     bundle = root / f"bundle-{a.quant}"
     man_path = bundle / "android" / "manifest.json"
     fresh = False
@@ -89,6 +99,7 @@ def cmd_quickstart(a):
         export(bb, head, doc, bundle, cache_len=a.cache_length, prefill_lengths=(32, 128), quant=_quant(a.quant),
                progress=log, standalone=load_standalone(head_dir, bb))
         fresh = True
+        t = lap("export", t)
     else:
         log("bundle already exported: reusing it")
     del bb
@@ -100,8 +111,12 @@ def cmd_quickstart(a):
         log("calibrating K on this device")
         s = calibrate(bundle, prompts[:6], threads=a.threads)
         log(f"calibrate: settings.K={s['K']} ({s['reason']})")
+        t = lap("calibrate", t)
     log(f"benchmarking {len(prompts)} prompts: plain / MTP / prompt lookup / hybrid / official engine")
     res = bench(bundle, prompts, max_new=32 if quick else a.max_new_tokens, threads=a.threads, engine=True)
+    lap("bench", t)
+    res["quickstart"] = {"steps_s": steps, "total_s": round(time.time() - t0, 1), "budget_minutes": budget,
+                         "quick": quick, "trained_here": "train" in steps}
     write_text_atomic(root / "bench.json", json.dumps(res, indent=1))
     plot(res, root / "bench.png")
     print(markdown(res))
