@@ -146,6 +146,13 @@ def file_sha(path):
     return h.hexdigest()[:16]
 
 
+def bundle_identity(d):
+    shas = {f: file_sha(d / f) for f in ("backbone.tflite", "embedder.tflite", "drafter.tflite", "tokenizer.json",
+                                         "standalone.tflite") if (d / f).exists()}
+    return {"files_sha256": shas,
+            "bundle_fingerprint": hashlib.sha256(json.dumps(shas, sort_keys=True).encode()).hexdigest()[:16]}
+
+
 def make_manifest(backbone, head, head_doc, cache_len, prefill_lengths, K, sigs, quant, sizes):
     c = backbone.model.c
     return {
@@ -213,12 +220,18 @@ def export(backbone, head, head_doc, out, cache_len=512, prefill_lengths=(32, 12
         progress("packing model.litertlm")
         build_litertlm(tmp, tmp / "model.litertlm")
         man["litertlm_bytes"] = (tmp / "model.litertlm").stat().st_size
-        man["export_seconds"] = round(t, 1)
+        write_bench_prompts(backbone, tmp / "bench_prompts.jsonl")
+        # the bundle's identity: hashes of everything the runtime reads. model.litertlm is left out on purpose:
+        # litert-lm-builder stamps a fresh uuid4 and creation time into its system metadata on every build, so it
+        # is the only output that differs between two exports of the same head (tests/test_reliability.py)
+        man.update(bundle_identity(tmp))
+        (tmp / "manifest.json").write_text(json.dumps(man, indent=1))
         import resource
 
-        man["process_peak_rss_bytes_after_export"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        (tmp / "manifest.json").write_text(json.dumps(man, indent=1))
-        write_bench_prompts(backbone, tmp / "bench_prompts.jsonl")
+        # run statistics vary from run to run, so they live beside the manifest, not in it
+        stats = {"export_seconds": round(t, 1),
+                 "process_peak_rss_bytes_after_export": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+        (tmp / "export_stats.json").write_text(json.dumps(stats, indent=1))
         android = out / "android"
         android.mkdir(exist_ok=True)
         # manifest last: a bundle is complete exactly when its manifest exists
@@ -226,13 +239,13 @@ def export(backbone, head, head_doc, out, cache_len=512, prefill_lengths=(32, 12
             if stale.exists():
                 stale.unlink()
         for f in ("backbone.tflite", "embedder.tflite", "drafter.tflite", "tokenizer.json", "bench_prompts.jsonl",
-                  "standalone.tflite"):
+                  "standalone.tflite", "export_stats.json"):
             if not (tmp / f).exists():
                 (android / f).unlink(missing_ok=True)  # a stale baseline from an earlier export must not linger
                 continue
             os.replace(tmp / f, android / f)
         os.replace(tmp / "model.litertlm", out / "model.litertlm")
         os.replace(tmp / "manifest.json", android / "manifest.json")
-        return man
+        return {**man, **stats}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

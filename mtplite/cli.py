@@ -180,7 +180,8 @@ def main(argv=None):
     import importlib
     import importlib.util
 
-    for mod in ("mtplite.export.cli", "mtplite.runtime.cli", "mtplite.runtime.report", "mtplite.quantize.quantize",
+    for mod in ("mtplite.export.cli", "mtplite.runtime.cli", "mtplite.runtime.report", "mtplite.runtime.soak",
+                "mtplite.quantize.quantize",
                 "mtplite.quickstart"):
         if importlib.util.find_spec(mod) is not None:
             importlib.import_module(mod).register(sub)

@@ -45,6 +45,9 @@ def render(run_dir, extra_runs=()):
     head = json.loads((run / "head" / "head.json").read_text()) if (run / "head" / "head.json").exists() else {}
     man_path = run / "manifest.json" if (run / "manifest.json").exists() else Path(bench["bundle"]) / "android" / "manifest.json"
     man = json.loads(man_path.read_text()) if man_path.exists() else {}
+    stats = man_path.with_name("export_stats.json")
+    if stats.exists():  # export time + RSS live beside the manifest (they vary run to run)
+        man = {**man, **json.loads(stats.read_text())}
     import os
 
     L = [f"# Results: {bench['manifest'].get('backbone_spec')}", "",

@@ -93,8 +93,9 @@ def quantize_bundle(src, dst, recipe_map, progress=print):
         raise UserError(f"{src}: already quantized ({man['quantization']}); quantize the float export instead")
     if dst.exists():
         raise UserError(f"{dst}: already exists; choose a new --out")
+    for old in dst.parent.glob(f".{dst.name}.tmp*"):  # left by a killed run: nothing in it was ever final
+        shutil.rmtree(old, ignore_errors=True)
     tmp = dst.with_name(f".{dst.name}.tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
     try:
         (tmp / "android").mkdir(parents=True)
         for f in (src / "android").iterdir():
@@ -109,6 +110,9 @@ def quantize_bundle(src, dst, recipe_map, progress=print):
         if man.get("standalone"):
             man["standalone"]["bytes"] = (tmp / "android" / "standalone.tflite").stat().st_size
         man["settings"] = {"K": man["K"], "source": "export default (run `mtplite calibrate` to measure)"}
+        from mtplite.export.export import bundle_identity
+
+        man.update(bundle_identity(tmp / "android"))
         (tmp / "android" / "manifest.json").write_text(json.dumps(man, indent=1))
         from mtplite.export.export import llm_metadata_from_manifest
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import trained
+from conftest import PROMPTS, trained
 from test_export_runtime import bundle
 
 FUZZ = int(os.environ.get("MTPLITE_FUZZ_EXAMPLES", "220"))  # per reader; README documents a longer opt-in run
@@ -139,13 +139,13 @@ def test_fuzz_device_log(ops, tmp_path_factory):
     _only_user_errors(lambda: report(p))
 
 
-def _kill_after(cmd, marker_path, timeout, env):
-    """Start cmd, SIGKILL it once marker_path exists (work in progress), return."""
+def _kill_after(cmd, marker_path, timeout, env, delay=0.5):
+    """Start cmd, SIGKILL it `delay` s after marker_path exists (work in progress), return."""
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     t0 = time.time()
     while time.time() - t0 < timeout and proc.poll() is None:
         if any(Path(marker_path[0]).glob(marker_path[1])):
-            time.sleep(0.5)
+            time.sleep(delay)
             break
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
@@ -190,3 +190,65 @@ def test_kill_during_train_then_resume(tmp_path):
         except json.JSONDecodeError:
             pass  # the line the kill tore; the reader skips it too
     assert sorted(set(ids)) == sorted(ids) and len(ids) == 96  # resumed: every prompt once
+
+
+def test_kill_during_quantize_leaves_nothing_final(tmp_path):
+    src = bundle("tiny:gemma3")
+    dst = tmp_path / "q"
+    cmd = [sys.executable, "-m", "mtplite.cli", "quantize", str(src), "--recipe", "int8", "--out", str(dst)]
+    _kill_after(cmd, (tmp_path, ".q.tmp*"), 120, dict(os.environ), delay=0.05)
+    assert list(tmp_path.glob(".q.tmp*")), "the kill came too late to test anything"
+    assert not dst.exists()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (dst / "android" / "manifest.json").exists() and not list(tmp_path.glob(".q.tmp*"))
+
+
+def test_soak_flat_rss_and_repeatable(tmp_path):
+    from mtplite.runtime.soak import soak
+
+    d = bundle("tiny:gemma3")
+    res = soak(d, [{"prompt": p} for p in PROMPTS], n=200, max_new=24, threads=1, progress=False)
+    print({k: v for k, v in res.items() if k != "rss_every_10"})
+    assert res["repeated_prompt_identical"]
+    assert res["rss_growth"] < 0.05
+
+
+def test_same_seed_same_bytes(tmp_path):
+    """Two trainings with one seed give byte-identical heads; two exports of it give byte-identical files except the
+    uuid and creation time litert-lm-builder stamps into model.litertlm (left out of the bundle fingerprint)."""
+    import json as _json
+
+    from mtplite.export.export import export
+    from mtplite.model.head import save_head
+    from mtplite.train.train import train_head
+
+    bb, _, rows, va, _ = trained("tiny:gemma3")
+    outs = []
+    for i in range(2):
+        head, _ = train_head(bb, rows[:48], K=2, draft_vocab_size=64, epochs=1, batch=16, seed=7, progress=False,
+                             log=lambda s: None)
+        save_head(head, tmp_path / f"h{i}", {"backbone_fingerprint": bb.fingerprint, "seed": 7})
+        export(bb, head, {}, tmp_path / f"b{i}", cache_len=64, prefill_lengths=(16,), progress=lambda s: None)
+        outs.append(tmp_path / f"b{i}")
+    for f in ("head.safetensors", "head.json"):
+        assert (tmp_path / "h0" / f).read_bytes() == (tmp_path / "h1" / f).read_bytes(), f
+    files = sorted(str(p.relative_to(outs[0])) for p in outs[0].rglob("*") if p.is_file())
+    assert "android/export_stats.json" in files
+    for f in files:
+        a, b = (outs[0] / f).read_bytes(), (outs[1] / f).read_bytes()
+        if f in ("model.litertlm", "android/export_stats.json"):
+            continue
+        assert a == b, f
+    a, b = (outs[0] / "model.litertlm").read_bytes(), (outs[1] / "model.litertlm").read_bytes()
+    assert len(a) == len(b)
+    diff = [i for i in range(len(a)) if a[i] != b[i]]
+    assert diff, "litert-lm-builder stamps differ between builds; if this fails the builder became deterministic"
+    import re
+
+    spans = [m.span() for m in re.finditer(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+                                          rb"|\d{4}-\d\d-\d\dT[0-9:.]+\+00:00", a)]
+    assert len(spans) == 2 and b"creation_timestamp" in a and b"uuid" in a
+    assert all(any(s0 <= i < s1 for s0, s1 in spans) for i in diff), "model.litertlm differs outside uuid/time"
+    m0 = _json.loads((outs[0] / "android" / "manifest.json").read_text())
+    assert m0["bundle_fingerprint"] == _json.loads((outs[1] / "android" / "manifest.json").read_text())["bundle_fingerprint"]
