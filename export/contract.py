@@ -9,7 +9,6 @@ import mmap
 import struct
 from pathlib import Path
 
-import numpy as np
 
 from mtplite.errors import UserError
 

@@ -21,13 +21,9 @@ def _warn_quiet():
 def cmd_train(a):
     import torch
 
-    from mtplite.data import training_prompts
     from mtplite.errors import UserError
-    from mtplite.model.head import load_head, save_head
     from mtplite.model.load import load_backbone
-    from mtplite.paths import cache_dir
-    from mtplite.train.distill import distill
-    from mtplite.train.train import split_rows, train_head
+    from mtplite.train.train import pick_device
 
     if a.k < 1:
         raise UserError(f"--k {a.k}: the head must draft at least 1 token per cycle")
@@ -35,8 +31,24 @@ def cmd_train(a):
         raise UserError(f"--draft-vocab {a.draft_vocab}: use at least 16 (4096 is a good default)")
     torch.manual_seed(a.seed)
     torch.set_num_threads(a.threads or torch.get_num_threads())
+    dev = pick_device(a.device)
     t0 = time.time()
     bb = load_backbone(a.backbone)
+    bb.model.to(dev)
+    with dev:
+        _train(a, bb, t0, dev)
+
+
+def _train(a, bb, t0, dev):
+    import torch
+
+    from mtplite.data import training_prompts
+    from mtplite.errors import UserError
+    from mtplite.model.head import load_head, save_head
+    from mtplite.paths import cache_dir
+    from mtplite.train.distill import distill
+    from mtplite.train.train import split_rows, train_head
+
     budget = a.budget_minutes * 60 if a.budget_minutes else None
     prompts = training_prompts(seed=a.seed, limit=a.prompts)
     data = cache_dir() / "distill" / f"{bb.fingerprint}-n{a.max_new}.jsonl"
@@ -61,6 +73,7 @@ def cmd_train(a):
                                 epochs=a.epochs, batch=a.batch, lr=a.lr, budget_s=left, seed=a.seed, val_rows=val_rows,
                                 log=lambda s: print(s, file=sys.stderr), dtype=dtype)
         bb.model.float()
+        head.cpu()
         n_tok = sum(len(r["tokens"]) - r["prompt_len"] for r in train_rows)
         meta = {"backbone": a.backbone, "backbone_fingerprint": bb.fingerprint, "seed": a.seed,
                 "train_sequences": len(train_rows), "train_generated_tokens": n_tok, "val_sequences": len(val_rows),
@@ -73,7 +86,7 @@ def cmd_train(a):
 
         sd = train_standalone(bb, train_rows, head.c.draft_ids, num_layers=a.blocks, epochs=a.epochs, batch=a.batch,
                               budget_s=a.standalone_minutes * 60 if a.standalone_minutes else None, seed=a.seed)
-        save_standalone(sd, a.out, bb.fingerprint)
+        save_standalone(sd.cpu(), a.out, bb.fingerprint)
         print(json.dumps({"out": a.out, "standalone": "standalone.safetensors", "seconds": round(time.time() - t0, 1)}))
 
 
@@ -154,6 +167,7 @@ def main(argv=None):
     t.add_argument("--lr", type=float, default=1e-3)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--threads", type=int, default=0)
+    t.add_argument("--device", default="auto", help="auto (CUDA when present, else CPU) | cpu | cuda[:N]")
     t.add_argument("--bf16", action="store_true", help="self-distill in bfloat16 (2-3x faster on CPU)")
     t.add_argument("--standalone", action="store_true",
                    help="also train the standalone-drafter baseline (own embedding, layers, KV cache) on the same data")

@@ -26,7 +26,7 @@ def cmd_quickstart(a):
     from mtplite.runtime.bench import bench, default_prompts, load_prompts, markdown, plot
     from mtplite.runtime.cli import calibrate
     from mtplite.train.distill import distill
-    from mtplite.train.train import split_rows, train_head
+    from mtplite.train.train import pick_device, split_rows, train_head
 
     quick = a.quick
     budget = a.budget_minutes or (8 if quick else 45)
@@ -62,13 +62,18 @@ def cmd_quickstart(a):
         data = cache_dir() / "distill" / f"{bb.fingerprint}-n{a.max_new}.jsonl"
         data.parent.mkdir(parents=True, exist_ok=True)
         prompts = training_prompts(limit=300 if quick else None)
+        dev = pick_device(a.device)
+        bb.model.to(dev)
+        torch.set_default_device(dev)  # every tensor distill/train create lands on dev; undone below
         rows = distill(bb, prompts, data, max_new=a.max_new, batch=16, dtype=dtype, budget_s=budget * 60 * 0.55)
         t = lap("distill", t)
         tr, va = split_rows(rows)
         left = budget * 60 - (time.time() - t0)
         head, info = train_head(bb, tr, K=a.k, draft_vocab_size=a.draft_vocab, epochs=6, batch=8, lr=1e-3,
                                 budget_s=max(left, 30), val_rows=va, dtype=dtype, log=log)
-        bb.model.float()
+        bb.model.float().cpu()
+        head.cpu()
+        torch.set_default_device(None)
         t = lap("train", t)
         n_tok = sum(len(r["tokens"]) - r["prompt_len"] for r in tr)
         doc = {"backbone": a.backbone, "backbone_fingerprint": bb.fingerprint, "train_generated_tokens": n_tok,
@@ -153,6 +158,7 @@ def register(sub):
     q.add_argument("--cache-length", type=int, default=512)
     q.add_argument("--prompts")
     q.add_argument("--threads", type=int, default=2)
+    q.add_argument("--device", default="auto", help="where to distill + train: auto (CUDA when present) | cpu | cuda")
     q.add_argument("--standalone", action="store_true", help="also train + bench the standalone-drafter baseline")
     q.add_argument("--standalone-minutes", type=float, default=8)
     q.set_defaults(fn=cmd_quickstart)

@@ -4,7 +4,6 @@ Modes run interleaved prompt by prompt in one process, so machine noise hits the
 task type from the same run. Writes a Markdown table (stdout), JSON and a PNG plot.
 """
 import json
-import os
 import re
 import resource
 import subprocess

@@ -8,7 +8,6 @@ KV tensors at rank 4 (see notes/PERF.md).
 
 The loop itself is mtplite.model.generate.run, the same code the torch reference runs.
 """
-import os
 import time
 from pathlib import Path
 

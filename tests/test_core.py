@@ -157,6 +157,12 @@ def test_cli_bad_inputs(tmp_path):
     assert "empty" in msg
     msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), "--k", "0")[::2])
     assert "--k" in msg
+    msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), "--device", "tpu")[::2])
+    assert "--device tpu" in msg
+    if not torch.cuda.is_available():
+        msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"),
+                                    "--device", "cuda")[::2])
+        assert "no CUDA" in msg
     (hd / "head.safetensors").write_bytes((hd / "head.safetensors").read_bytes()[:100])
     msg = _one_line_error(*_cli("generate", "--backbone", "tiny:gemma3", "--head", str(hd), "--prompt", "hi")[::2])
     assert "head.safetensors" in msg
@@ -180,3 +186,29 @@ def test_cli_generate_json(tmp_path):
     rc, out2, _ = _cli("generate", "--backbone", "tiny:gemma3", "--no-mtp", "--prompt", "Hello world",
                        "--max-new-tokens", "12", "--json")
     assert json.loads(out2.strip().splitlines()[-1])["tokens"] == doc["tokens"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_train_on_cuda_matches_cpu():
+    """Distill + train under `with device:` on CUDA gives the CPU head within float tolerance."""
+    from mtplite.data import training_prompts
+    from mtplite.model.load import load_backbone
+    from mtplite.paths import cache_dir
+    from mtplite.train.distill import distill
+    from mtplite.train.train import pick_device, train_head
+
+    heads, rows = [], {}
+    for name in ("cpu", "cuda"):
+        bb = load_backbone("tiny:qwen3")
+        dev = pick_device(name)
+        bb.model.to(dev)
+        with dev:
+            rows[name] = distill(bb, training_prompts(limit=32), cache_dir() / f"cuda-check-{name}.jsonl", max_new=16,
+                                 batch=16, progress=False)
+            # both devices train on the CPU rows: near-tie argmaxes may differ between kernels
+            head, _ = train_head(bb, rows["cpu"], K=2, draft_vocab_size=64, epochs=1, batch=8, progress=False,
+                                 log=lambda s: None)
+        heads.append({k: v.cpu() for k, v in head.state_dict().items()})
+    same = sum(a["tokens"] == b["tokens"] for a, b in zip(rows["cpu"], rows["cuda"]))
+    assert same >= 0.9 * len(rows["cpu"])
+    assert max(float((heads[0][k] - heads[1][k]).abs().max()) for k in heads[0]) < 1e-3

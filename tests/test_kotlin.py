@@ -2,7 +2,6 @@
 and manifest fixtures that the Python runtime writes here, so Python and Kotlin provably run the same loop."""
 import copy
 import json
-import os
 import re
 import shutil
 import subprocess

@@ -48,7 +48,8 @@ def train_standalone(backbone, rows, draft_ids, *, num_layers=1, epochs=3, batch
     t0 = time.time()
     bar = tqdm(total=epochs * len(batches), desc="train standalone", unit="batch", disable=not progress)
     for ep in range(epochs):
-        perm = torch.randperm(len(batches), generator=torch.Generator().manual_seed(seed + ep)).tolist()
+        perm = torch.randperm(len(batches), generator=torch.Generator().manual_seed(seed + ep),
+                              device="cpu").tolist()
         for bi in perm:
             if budget_s and time.time() - t0 > budget_s:
                 break

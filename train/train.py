@@ -136,6 +136,29 @@ def split_rows(rows, holdout=0.1, seed=0):
     return [r for r in rows if r["id"] not in vids], val
 
 
+def pick_device(name="auto"):
+    """The device to train on: CUDA when present (cuda:LOCAL_RANK under torchrun), else CPU.
+
+    Callers run distillation and training inside `with device:`, so every tensor the code creates lands there
+    without a device argument at each call site; the same code stays traceable on CPU for export.
+    """
+    from mtplite.errors import UserError
+
+    name = (name or "auto").strip()
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise UserError(f"--device {name}: this torch ({torch.__version__}, CUDA {torch.version.cuda}) sees no CUDA "
+                            "device; use --device cpu or install a CUDA build of torch")
+        dev = torch.device(name if ":" in name else f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}")
+        torch.cuda.set_device(dev)
+        return dev
+    if name != "cpu":
+        raise UserError(f"--device {name}: choose auto, cpu or cuda[:N]")
+    return torch.device("cpu")
+
+
 def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, num_blocks=1, epochs=4, batch=8,
                lr=1e-3, budget_s=None, seed=0, progress=True, log=print, val_rows=None, dtype=torch.float32):
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -150,7 +173,8 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
     c = head.c
     model = Rollout(head, K)
     if ddp:
-        model = torch.nn.parallel.DistributedDataParallel(model)
+        dev = next(head.parameters()).device
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[dev] if dev.type == "cuda" else None)
     opt = torch.optim.AdamW([p for p in head.parameters() if p.requires_grad], lr=lr, weight_decay=0.01)
     order = sorted(range(len(rows)), key=lambda i: len(rows[i]["tokens"]))
     batches = [order[i : i + batch] for i in range(0, len(order), batch)]
@@ -165,7 +189,7 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
     stop = False
     for ep in range(epochs):
         g = torch.Generator().manual_seed(seed * 1000 + ep)
-        perm = torch.randperm(len(batches), generator=g).tolist()
+        perm = torch.randperm(len(batches), generator=g, device="cpu").tolist()
         for bi in perm:
             over = torch.tensor(float(bool(budget_s) and time.time() - t0 > budget_s))
             if ddp:  # every rank must stop at the same step, or the others wait forever in all_reduce
