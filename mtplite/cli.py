@@ -51,12 +51,25 @@ def _train(a, bb, t0, dev):
 
     budget = a.budget_minutes * 60 if a.budget_minutes else None
     prompts = training_prompts(seed=a.seed, limit=a.prompts)
-    data = cache_dir() / "distill" / f"{bb.fingerprint}-n{a.max_new}.jsonl"
+    tq = None
+    if a.target_quant:
+        from mtplite.quantize.fakequant import fake_quantize_backbone_
+        from mtplite.quantize.quantize import parse_recipe
+
+        tq = parse_recipe(a.target_quant)
+    # greedy data depends on the numerics it came from: a quantized target gets its own cache file
+    tag = "" if not tq else "-q-" + "-".join(f"{g}{r}" for g, r in sorted(tq.items()))
+    data = cache_dir() / "distill" / f"{bb.fingerprint}-n{a.max_new}{tag}.jsonl"
     data.parent.mkdir(parents=True, exist_ok=True)
     dtype = torch.bfloat16 if a.bf16 else torch.float32
     # --data-share of the budget at most for new data; what is already cached is free
     if a.bf16:
         bb.model.to(torch.bfloat16)
+    if tq:  # the in-memory copy only; the backbone on disk and its fingerprint stay the float ones
+        fake_quantize_backbone_(bb.model, tq)
+    init = None
+    if a.init_head:
+        init, _ = load_head(a.init_head, bb.fingerprint)
     rows = distill(bb, prompts, data, max_new=a.max_new, batch=a.batch, dtype=dtype,
                    budget_s=budget * a.data_share if budget else None)
     train_rows, val_rows = split_rows(rows, holdout=0.1, seed=a.seed)
@@ -71,11 +84,12 @@ def _train(a, bb, t0, dev):
     if head is None:
         head, info = train_head(bb, train_rows, K=a.k, draft_vocab_size=a.draft_vocab, num_blocks=a.blocks,
                                 epochs=a.epochs, batch=a.batch, lr=a.lr, budget_s=left, seed=a.seed, val_rows=val_rows,
-                                log=lambda s: print(s, file=sys.stderr), dtype=dtype)
+                                log=lambda s: print(s, file=sys.stderr), dtype=dtype, init_head=init)
         bb.model.float()
         head.cpu()
         n_tok = sum(len(r["tokens"]) - r["prompt_len"] for r in train_rows)
         meta = {"backbone": a.backbone, "backbone_fingerprint": bb.fingerprint, "seed": a.seed,
+                "target_quant": tq, "init_head": a.init_head,
                 "train_sequences": len(train_rows), "train_generated_tokens": n_tok, "val_sequences": len(val_rows),
                 **info}
         save_head(head, a.out, meta)
@@ -167,6 +181,9 @@ def main(argv=None):
     t.add_argument("--lr", type=float, default=1e-3)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--threads", type=int, default=0)
+    t.add_argument("--target-quant", help="train against the backbone quantized with this recipe (int8, int4-b32, "
+                   "backbone=int4-b32,embedder=int8): fake-quantized weights + dynamic int8 activations, as deployed")
+    t.add_argument("--init-head", help="start from this trained head (e.g. fine-tune a float head for --target-quant)")
     t.add_argument("--device", default="auto", help="auto (CUDA when present, else CPU) | cpu | cuda[:N]")
     t.add_argument("--bf16", action="store_true", help="self-distill in bfloat16 (2-3x faster on CPU)")
     t.add_argument("--standalone", action="store_true",
@@ -195,7 +212,7 @@ def main(argv=None):
     import importlib.util
 
     for mod in ("mtplite.export.cli", "mtplite.runtime.cli", "mtplite.runtime.report", "mtplite.runtime.soak",
-                "mtplite.quantize.quantize",
+                "mtplite.quantize.quantize", "mtplite.quantize.report",
                 "mtplite.quickstart"):
         if importlib.util.find_spec(mod) is not None:
             importlib.import_module(mod).register(sub)

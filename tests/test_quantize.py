@@ -3,6 +3,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from conftest import PROMPTS, trained
 from test_export_runtime import C, bundle
@@ -59,3 +60,54 @@ def test_silent_noop_recipes_are_refused(tmp_path):
                         "wo-int4", "--out", str(tmp_path / "x")], capture_output=True, text=True)
     assert r.returncode == 2 and "silent no-op" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_fake_quant_grid():
+    """int8: at most 255 levels per output channel; int4-b32: at most 16 per block; error bounded by half a step."""
+    from mtplite.quantize.fakequant import fake_quant_weight
+
+    w = torch.randn(8, 64, generator=torch.Generator().manual_seed(0))
+    q8 = fake_quant_weight(w, "int8")
+    for r in range(8):
+        assert len(torch.unique(q8[r])) <= 255
+        assert float((q8[r] - w[r]).abs().max()) <= float(w[r].abs().max()) / 127 / 2 + 1e-6
+    q4 = fake_quant_weight(w, "int4-b32")
+    for blk in q4.reshape(8, 2, 32).reshape(16, 32):
+        assert len(torch.unique(blk)) <= 16
+    assert float((q4 - w).abs().max()) > float((q8 - w).abs().max())  # coarser grid, larger error
+
+
+def test_train_target_quant_and_report(tmp_path_factory):
+    """`train --target-quant int8` fine-tunes a head against the fake-quantized backbone; the report puts it beside
+    the float-trained head on the same int8 backbone; the float bundle agrees with itself exactly."""
+    import json
+
+    from mtplite.export.export import export
+    from mtplite.model.head import load_head, save_head
+    from mtplite.quantize.report import quant_report
+
+    bb, head, *_ = trained("tiny:gemma3")
+    tmp = tmp_path_factory.mktemp("qat")
+    save_head(head, tmp / "float-head", {"backbone_fingerprint": bb.fingerprint})
+    r = subprocess.run([sys.executable, "-m", "mtplite.cli", "train", "--backbone", "tiny:gemma3", "--out",
+                        str(tmp / "qat-head"), "--target-quant", "int8", "--init-head", str(tmp / "float-head"),
+                        "--prompts", "128", "--max-new", "32", "--epochs", "2", "--batch", "16", "--draft-vocab", "256"],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    qhead, doc = load_head(tmp / "qat-head", bb.fingerprint)
+    assert doc["target_quant"]["backbone"] == "int8" and doc["init_head"]
+    assert qhead.c.draft_ids == head.c.draft_ids  # fine-tuned, not re-initialised
+    from mtplite.quantize.quantize import parse_recipe
+
+    export(bb, qhead, doc, tmp / "qat-int8", cache_len=C, prefill_lengths=(16, 64), quant=parse_recipe("int8"),
+           progress=lambda s: None)
+    rep = quant_report(bundle("tiny:gemma3"), [qbundle("int8", tmp_path_factory), tmp / "qat-int8"],
+                       [{"id": str(i), "task": "t", "prompt": p} for i, p in enumerate(PROMPTS[:8])], max_new=24,
+                       threads=1, progress=False)
+    print(json.dumps([{k: v for k, v in row.items() if k in ("greedy_agreement_with_float", "accept_length",
+                                                               "head_target_quant")} for row in rep["rows"]]))
+    f, q8, qat = rep["rows"]
+    assert f["greedy_agreement_with_float"]["all"] == 1.0 and f["outputs_equal_to_float"]["all"] == 1.0
+    assert 0.5 < q8["greedy_agreement_with_float"]["all"] <= 1.0
+    assert qat["head_target_quant"]["backbone"] == "int8" and q8["head_target_quant"] is None
+    assert all(row["accept_length"]["all"] >= 1.0 for row in rep["rows"])

@@ -11,6 +11,7 @@ Distributed: under torchrun / accelerate launch (WORLD_SIZE > 1) each rank takes
 DistributedDataParallel averages the gradients; the loss is normalised by the global token count, so n ranks take the
 same optimizer steps as 1 process.
 """
+import copy
 import math
 import os
 import time
@@ -160,16 +161,21 @@ def pick_device(name="auto"):
 
 
 def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, num_blocks=1, epochs=4, batch=8,
-               lr=1e-3, budget_s=None, seed=0, progress=True, log=print, val_rows=None, dtype=torch.float32):
+               lr=1e-3, budget_s=None, seed=0, progress=True, log=print, val_rows=None, dtype=torch.float32,
+               init_head=None):
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     ddp = world > 1
     if ddp and not torch.distributed.is_initialized():
         torch.distributed.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
     torch.manual_seed(seed)
-    dv = draft_vocab(rows, backbone, draft_vocab_size)
-    head = MTPHead(head_config(backbone.model.c, dv, K=K, read_layers=read_layers, num_blocks=num_blocks))
-    head.init_from_backbone(backbone.model)
+    if init_head is not None:  # fine-tune (e.g. onto a quantized backbone): keeps its config and draft vocabulary
+        head = copy.deepcopy(init_head).train()
+        head.to(next(backbone.model.parameters()).device)
+    else:
+        dv = draft_vocab(rows, backbone, draft_vocab_size)
+        head = MTPHead(head_config(backbone.model.c, dv, K=K, read_layers=read_layers, num_blocks=num_blocks))
+        head.init_from_backbone(backbone.model)
     c = head.c
     model = Rollout(head, K)
     if ddp:
