@@ -39,7 +39,38 @@ def cpu_name():
     return platform.processor() or "unknown"
 
 
-def render(run_dir, extra_runs=()):
+def timed_section(bench):
+    """A fresh quickstart's wall time per step (bench.json's `quickstart` block) and its headline numbers."""
+    q = bench["quickstart"]
+    t = bench["table"]
+    L = [f"`mtplite quickstart` from an empty cache (budget {q['budget_minutes']} min): total "
+         f"{q['total_s'] / 60:.1f} min.", "", "| step | minutes |", "|---|---|"]
+    L += [f"| {k} | {v / 60:.1f} |" for k, v in q["steps_s"].items()]
+    L += ["", f"Its bench: MTP/plain {bench['ratios']['mtp/plain']['all']:.2f}x at τ "
+          f"{t['mtp']['all']['accept_length']:.2f}"
+          + (f"; hybrid/plain {bench['ratios']['hybrid/plain']['all']:.2f}x" if "hybrid/plain" in bench["ratios"] else "")
+          + f"; plain {t['plain']['all']['decode_tokens_per_s']:.1f} tok/s.", ""]
+    return L
+
+
+def quant_section(rep):
+    from mtplite.quantize.report import markdown as qmd
+
+    return [f"One `mtplite quant-report` run: {rep['prompts']} benchmark prompts, {rep['max_new_tokens']} new tokens "
+            "each. Greedy agreement = share of positions where the bundle's backbone, fed the float backbone's greedy "
+            "stream, picks the same token. MTP ≠ plain = generations whose speculative output differs from the same "
+            "bundle's plain output.", "", qmd(rep), ""]
+
+
+def soak_section(s):
+    return [f"`mtplite soak`: {s['generations']} sequential generations ({s['tokens']} tokens, MTP and plain "
+            f"alternating, mixed prompts) on one loaded bundle in {s['seconds'] / 60:.1f} min. RSS after the first "
+            f"generation {s['rss_first_bytes'] / 2**20:.0f} MiB, after the last {s['rss_last_bytes'] / 2**20:.0f} MiB "
+            f"({100 * s['rss_growth']:+.1f}%); max {s['rss_max_bytes'] / 2**20:.0f} MiB. Repeated prompt identical at "
+            f"the start and the end: {s['repeated_prompt_identical']}.", ""]
+
+
+def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None):
     run = Path(run_dir)
     bench = json.loads((run / "bench.json").read_text())
     head = json.loads((run / "head" / "head.json").read_text()) if (run / "head" / "head.json").exists() else {}
@@ -87,6 +118,12 @@ def render(run_dir, extra_runs=()):
               f"{mtp.get('verify_ms_per_cycle', 0):.1f} ms; plain decode "
               f"{1e3 / bench['table']['plain']['all']['decode_tokens_per_s']:.1f} ms per token.", ""]
     L += analysis(bench, man)
+    if timed:
+        L += ["## A timed fresh run", ""] + timed_section(timed)
+    if quant:
+        L += ["## Quantization", ""] + quant_section(quant)
+    if soak:
+        L += ["## Soak", ""] + soak_section(soak)
     for extra in extra_runs:
         L += [f"## {extra['title']}", "", extra["body"], ""]
     return "\n".join(L)
@@ -147,9 +184,13 @@ def main(argv=None):
     ap.add_argument("run_dir")
     ap.add_argument("--out", default="BENCHMARKS.md")
     ap.add_argument("--extra", action="append", default=[], help="JSON file {title, body} appended as a section")
+    ap.add_argument("--timed", help="bench.json of a quickstart run from an empty cache (step timings)")
+    ap.add_argument("--quant", help="JSON of `mtplite quant-report`")
+    ap.add_argument("--soak", help="JSON of `mtplite soak`")
     a = ap.parse_args(argv)
     extras = [json.loads(Path(e).read_text()) for e in a.extra]
-    text = render(a.run_dir, extras)
+    load = lambda f: json.loads(Path(f).read_text()) if f else None
+    text = render(a.run_dir, extras, timed=load(a.timed), quant=load(a.quant), soak=load(a.soak))
     write_text_atomic(a.out, text)
     png = Path(a.run_dir) / "bench.png"
     if png.exists():

@@ -59,16 +59,18 @@ def quant_report(float_dir, qdirs, prompts, max_new=48, threads=2, progress=True
         per = defaultdict(list)
         agree = defaultdict(lambda: [0, 0])
         equal = defaultdict(lambda: [0, 0])
+        differ = defaultdict(int)  # MTP output != plain output of the same bundle (numerics of verify vs decode)
         for p, ids, ref in tqdm(work, desc=f"quant-report {Path(q).name}", disable=not progress):
             s, n = teacher_forced_agreement(b, ids, ref)
             plain = G.run(ids, b.steps(), max_new_tokens=max_new, eos_ids=eos, K=0, cache_len=b.C)["tokens"]
             r = run_mode(b, ids, b.K, "mtp", max_new, eos)
-            r.pop("out")
+            spec = r.pop("out")
             for t in (p["task"], "all"):
                 agree[t][0] += s
                 agree[t][1] += n
                 equal[t][0] += plain == ref
                 equal[t][1] += 1
+                differ[t] += spec != plain
                 per[t].append(r)
         tasks = sorted(t for t in per if t != "all") + ["all"]
         m = b.man
@@ -78,15 +80,16 @@ def quant_report(float_dir, qdirs, prompts, max_new=48, threads=2, progress=True
             "litertlm_bytes": m.get("litertlm_bytes"),
             "greedy_agreement_with_float": {t: agree[t][0] / max(agree[t][1], 1) for t in tasks},
             "outputs_equal_to_float": {t: equal[t][0] / max(equal[t][1], 1) for t in tasks},
-            "accept_length": {t: aggregate(per[t])["accept_length"] for t in tasks}})
+            "accept_length": {t: aggregate(per[t])["accept_length"] for t in tasks},
+            "spec_vs_plain_mismatches": differ["all"]})
     return {"float_bundle": str(float_dir), "max_new_tokens": max_new, "prompts": len(work), "rows": rows}
 
 
 def markdown(rep):
     tasks = list(rep["rows"][0]["accept_length"])
     L = ["| bundle | quantization | head trained against | size MB (backbone / drafter) | greedy agreement with float "
-         "| outputs = float | " + " | ".join(f"τ {t}" for t in tasks) + " |",
-         "|" + "---|" * (6 + len(tasks))]
+         "| outputs = float | MTP ≠ plain | " + " | ".join(f"τ {t}" for t in tasks) + " |",
+         "|" + "---|" * (7 + len(tasks))]
     for r in rep["rows"]:
         fb = r["file_bytes"] or {}
         q = r["quantization"] or {}
@@ -95,7 +98,7 @@ def markdown(rep):
         tqs = "float" if not tq else ", ".join(f"{k} {v}" for k, v in tq.items())
         L.append(f"| {Path(r['bundle']).name} | {qs} | {tqs} | {fb.get('backbone', 0) / 1e6:.1f} / "
                  f"{fb.get('drafter', 0) / 1e6:.1f} | {r['greedy_agreement_with_float']['all']:.3f} | "
-                 f"{r['outputs_equal_to_float']['all']:.2f} | "
+                 f"{r['outputs_equal_to_float']['all']:.2f} | {r['spec_vs_plain_mismatches']}/{rep['prompts']} | "
                  + " | ".join(f"{r['accept_length'][t]:.2f}" for t in tasks) + " |")
     return "\n".join(L)
 
