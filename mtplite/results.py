@@ -70,7 +70,27 @@ def soak_section(s):
             f"the start and the end: {s['repeated_prompt_identical']}.", ""]
 
 
-def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None):
+def reliability_section(r):
+    what = {"test_fuzz_tflite": "mutated .tflite (bit flips, truncation, inserted bytes) -> flatbuffer reader",
+            "test_fuzz_litertlm": "mutated .litertlm header/sections -> section reader",
+            "test_fuzz_manifest": "manifest.json with wrong types/shapes/huge values, then byte-mutated",
+            "test_fuzz_head": "mutated head.json / head.safetensors -> load_head",
+            "test_fuzz_device_log": "mutated Android device log -> mtplite report",
+            "test_kill_during_export_leaves_nothing_final": "kill -9 during export, then rerun",
+            "test_kill_during_train_then_resume": "kill -9 during train (self-distillation), then resume",
+            "test_kill_during_quantize_leaves_nothing_final": "kill -9 during quantize, then rerun",
+            "test_soak_flat_rss_and_repeatable": "200 generations on one tiny bundle: RSS < 5% growth, same output",
+            "test_same_seed_same_bytes": "same seed: byte-identical head and bundle (except litertlm uuid/time)"}
+    L = [f"`python scripts/reliability_report.py` (tests/test_reliability.py, {r['fuzz_cases']} fuzz cases over "
+         f"{r['fuzz_readers']} readers, {r['seconds'] / 60:.1f} min): every case must end in a one-line error "
+         "naming the file (no traceback, hang or native crash); a killed command leaves no final artifact.", "",
+         "| test | what | result | s |", "|---|---|---|---|"]
+    L += [f"| {t['name']} | {what.get(t['name'].split('[')[0], '')} | {t['outcome']} | {t['seconds']:.0f} |"
+          for t in r["tests"]]
+    return L + [""]
+
+
+def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliability=None):
     run = Path(run_dir)
     bench = json.loads((run / "bench.json").read_text())
     head = json.loads((run / "head" / "head.json").read_text()) if (run / "head" / "head.json").exists() else {}
@@ -124,6 +144,8 @@ def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None):
         L += ["## Quantization", ""] + quant_section(quant)
     if soak:
         L += ["## Soak", ""] + soak_section(soak)
+    if reliability:
+        L += ["## Reliability", ""] + reliability_section(reliability)
     for extra in extra_runs:
         L += [f"## {extra['title']}", "", extra["body"], ""]
     return "\n".join(L)
@@ -187,10 +209,12 @@ def main(argv=None):
     ap.add_argument("--timed", help="bench.json of a quickstart run from an empty cache (step timings)")
     ap.add_argument("--quant", help="JSON of `mtplite quant-report`")
     ap.add_argument("--soak", help="JSON of `mtplite soak`")
+    ap.add_argument("--reliability", help="JSON of scripts/reliability_report.py")
     a = ap.parse_args(argv)
     extras = [json.loads(Path(e).read_text()) for e in a.extra]
     load = lambda f: json.loads(Path(f).read_text()) if f else None
-    text = render(a.run_dir, extras, timed=load(a.timed), quant=load(a.quant), soak=load(a.soak))
+    text = render(a.run_dir, extras, timed=load(a.timed), quant=load(a.quant), soak=load(a.soak),
+                  reliability=load(a.reliability))
     write_text_atomic(a.out, text)
     png = Path(a.run_dir) / "bench.png"
     if png.exists():
