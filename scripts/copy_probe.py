@@ -1,0 +1,85 @@
+"""Does the head copy? Teacher-forced on held-out self-distilled rows (templates never trained on), compare the
+head's first draft with prompt lookup's at every generated position, split by whether lookup finds an earlier
+match and whether that match is right ("copyable" positions). A head that learned induction-style copying through
+its attention over the backbone's KV would be right on nearly every copyable position.
+
+  python scripts/copy_probe.py --backbone gemma3-270m --head HEAD_DIR --data DISTILL.jsonl [--rows 96] [--json out]
+"""
+import argparse
+import json
+from collections import Counter
+
+import torch
+
+from mtplite.model.head import load_head
+from mtplite.model.load import load_backbone
+from mtplite.paths import write_text_atomic
+from mtplite.runtime.lookup import lookup
+from mtplite.train.distill import key_mask, load_rows
+from mtplite.train.train import features, split_rows
+
+
+@torch.no_grad()
+def probe(bb, head, rows, batch=8):
+    c = Counter()
+    for i in range(0, len(rows), batch):
+        rs = rows[i : i + batch]
+        f = features(bb, rs, head.c.read_layers)
+        toks, ok, act, y, emb = f["tokens"], f["ok"], f["act"], f["labels"], f["emb"]
+        B, L = toks.shape
+        idx = torch.arange(1, L)
+        d, _ = head.step(torch.cat([emb[:, idx], act[:, :-1]], -1), torch.arange(1, L, dtype=torch.int32),
+                         key_mask(ok, L), f["kv"])
+        pred = head.draft_ids_t[d.argmax(-1)]
+        for b, r in enumerate(rs):
+            off = L - len(r["tokens"])
+            for j in range(L - 1):  # anchor: token at position j+1, label = token j+2
+                lab = int(y[b, j + 1]) if j + 1 < L else -1
+                if lab < 0 or j + 1 - off < r["prompt_len"] - 1:
+                    continue
+                hist = r["tokens"][: j + 2 - off]
+                lk = lookup(hist, 1)
+                head_ok = int(pred[b, j]) == lab
+                c["positions"] += 1
+                c["head_right"] += head_ok
+                if lk is None:
+                    c["no_match"] += 1
+                    c["head_right_no_match"] += head_ok
+                else:
+                    c["match"] += 1
+                    c["head_right_match"] += head_ok
+                    if lk[0] == lab:
+                        c["copyable"] += 1
+                        c["head_right_copyable"] += head_ok
+                    else:
+                        c["head_right_match_wrong_copy"] += head_ok
+    n = lambda a, b: c[a] / max(c[b], 1)
+    return {"positions": c["positions"], "share_copyable": n("copyable", "positions"),
+            "share_with_match": n("match", "positions"),
+            "head_acc": n("head_right", "positions"), "lookup_acc_when_match": n("copyable", "match"),
+            "head_acc_when_match": n("head_right_match", "match"),
+            "head_acc_on_copyable": n("head_right_copyable", "copyable"),
+            "head_acc_when_copy_wrong": c["head_right_match_wrong_copy"] / max(c["match"] - c["copyable"], 1),
+            "head_acc_when_no_match": n("head_right_no_match", "no_match"), "counts": dict(c)}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--backbone", required=True)
+    ap.add_argument("--head", required=True)
+    ap.add_argument("--data", required=True, help="the distillation cache JSONL the head was trained from")
+    ap.add_argument("--rows", type=int, default=96)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    bb = load_backbone(a.backbone)
+    head, _ = load_head(a.head, bb.fingerprint)
+    _, held = split_rows(list(load_rows(a.data).values()))
+    res = {"backbone": a.backbone, "head": a.head, "held_out_rows": min(a.rows, len(held)),
+           **probe(bb, head, held[: a.rows])}
+    print(json.dumps(res, indent=1))
+    if a.json:
+        write_text_atomic(a.json, json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()
