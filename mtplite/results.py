@@ -189,7 +189,7 @@ def analysis(bench, man):
     if "memory_saved_by_mtp_vs_standalone_bytes" in mem:
         checks.append(("memory saved vs the standalone drafter (~130 MB)",
                        f"{mem['memory_saved_by_mtp_vs_standalone_bytes'] / 1e6:.1f} MB per instance"))
-    n_spec = (len(bench["modes"]) - 1) * bench["table"]["plain"]["all"]["prompts"]
+    n_spec = (len([m for m in bench["modes"] if "@" not in m]) - 1) * bench["table"]["plain"]["all"]["prompts"]
     checks.append(("speculative output == plain greedy (same bundle)",
                    f"{bench['spec_vs_plain_mismatches']} of {n_spec} speculative generations differ"))
     e = bench.get("engine") or {}

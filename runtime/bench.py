@@ -132,7 +132,9 @@ def run_engine(bundle_dir, prompts, max_new, tok):
 
 
 def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "lookup", "hybrid", "standalone"), threads=2, engine=True,
-          progress=True, exact=False):
+          progress=True, exact=False, also=()):
+    """`also`: (name, dir) of more bundles of the same backbone (e.g. float / int4 exports): each runs plain and MTP
+    as modes `plain@name` / `mtp@name`, interleaved prompt by prompt with the main bundle's modes."""
     from mtplite.runtime.cli import encode
     from mtplite.runtime.litert import Bundle, load_tokenizer
 
@@ -144,11 +146,20 @@ def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "lookup", "hyb
               file=sys.stderr)
     tok = load_tokenizer(bundle_dir)
     eos = set(b.man["eos_ids"])
+    extras = {}
+    for name, d in also:
+        eb = Bundle(d, threads=threads, mtp=True, exact=exact)
+        if eb.man["backbone_fingerprint"] != b.man["backbone_fingerprint"]:
+            raise UserError(f"--also {name}={d}: a bundle of another backbone ({eb.man['backbone_fingerprint']}, main "
+                            f"{b.man['backbone_fingerprint']})")
+        extras[name] = eb
+    xmodes = [f"{m}@{n}" for n in extras for m in ("plain", "mtp")]
+    xmismatch = defaultdict(int)
     K = b.K
     per = defaultdict(lambda: defaultdict(list))  # mode -> task -> records
     mismatches = 0
     skipped = []
-    bar = tqdm(total=len(prompts) * len(modes), desc="bench", unit="run", disable=not progress)
+    bar = tqdm(total=len(prompts) * (len(modes) + len(xmodes)), desc="bench", unit="run", disable=not progress)
     for p in prompts:
         ids = encode(tok, b.man, p["prompt"])
         if len(ids) + 1 >= b.C:  # does not fit the exported cache: reported, never silently truncated
@@ -164,17 +175,32 @@ def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "lookup", "hyb
             per[mode]["all"].append(r)
             bar.update(1)
         mismatches += sum(outs[m] != outs["plain"] for m in modes if m != "plain")
+        for n, eb in extras.items():
+            xo = {}
+            for m in ("plain", "mtp"):
+                r = run_mode(eb, ids, 0 if m == "plain" else eb.K, m, max_new, eos)
+                xo[m] = r.pop("out")
+                r["id"] = p["id"]
+                per[f"{m}@{n}"][p["task"]].append(r)
+                per[f"{m}@{n}"]["all"].append(r)
+                bar.update(1)
+            xmismatch[n] += xo["mtp"] != xo["plain"]
     bar.close()
     if not per["plain"]:
         raise UserError(f"no prompt fits the bundle's cache of {b.C} tokens; re-export with a larger --cache-length")
     tasks = sorted({t for t in per["plain"] if t != "all"}) + ["all"]
+    modes = tuple(modes) + tuple(xmodes)
     table = {m: {t: aggregate(per[m][t]) for t in tasks} for m in modes}
     ratios = {}
     for m in modes:
-        if m == "plain":
+        if m == "plain" or m.startswith("mtp@"):
             continue
         ratios[f"{m}/plain"] = {t: (table[m][t]["decode_tokens_per_s"] or 0) / table["plain"][t]["decode_tokens_per_s"]
                                 for t in tasks if table["plain"][t]["decode_tokens_per_s"]}
+    for n in extras:  # each extra bundle's MTP against its own plain decoding
+        ratios[f"mtp@{n}/plain@{n}"] = {t: (table[f"mtp@{n}"][t]["decode_tokens_per_s"] or 0)
+                                        / table[f"plain@{n}"][t]["decode_tokens_per_s"]
+                                        for t in tasks if table[f"plain@{n}"][t]["decode_tokens_per_s"]}
     wb = b.weight_bytes()
     memory = {"backbone_bytes": wb["backbone"], "embedder_bytes": wb["embedder"], "drafter_bytes": wb["drafter"],
               "kv_bytes": b.kv_bytes, "mtp_extra_weight_bytes": wb["drafter"], "mtp_extra_kv_bytes": 0,
@@ -185,6 +211,10 @@ def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "lookup", "hyb
               "spec_vs_plain_mismatches": mismatches, "skipped_prompts_too_long": skipped, "per_prompt": {m: dict(per[m]) for m in modes},
               "manifest": {k: b.man.get(k) for k in ("backbone_spec", "backbone_fingerprint", "head_fingerprint",
                                                        "quantization", "cache_length", "draft_vocab_size")}}
+    result["extra_bundles"] = {n: {"bundle": str(eb.dir.parent), "quantization": eb.man.get("quantization"),
+                                   "head_target_quant": eb.man.get("head_target_quant"),
+                                   "head_fingerprint": eb.man.get("head_fingerprint"), "weight_bytes": eb.weight_bytes(),
+                                   "spec_vs_plain_mismatches": xmismatch[n]} for n, eb in extras.items()}
     if "standalone" in modes and "mtp" in modes:
         sb = b.man["standalone"]["bytes"]
         memory.update({"standalone_weight_bytes": sb, "standalone_kv_bytes": b.sd_kv_bytes,

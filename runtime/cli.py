@@ -65,8 +65,14 @@ def cmd_bench(a):
     bad = [m for m in modes if m not in ("plain", "mtp", "lookup", "hybrid", "standalone")]
     if bad or "plain" not in modes:
         raise UserError(f"--modes {a.modes}: choose from plain,mtp,lookup,hybrid,standalone (plain is required)")
+    also = []
+    for x in a.also:
+        name, _, d = x.partition("=")
+        if not d or not name.isidentifier():
+            raise UserError(f"--also {x}: write NAME=DIR, e.g. --also float=out-float")
+        also.append((name, d))
     res = bench(a.out, prompts, max_new=a.max_new_tokens, modes=modes, threads=a.threads, engine=not a.no_engine,
-                exact=a.exact)
+                exact=a.exact, also=also)
     print(markdown(res))
     if a.json:
         write_text_atomic(a.json, json.dumps(res, indent=1))
@@ -154,6 +160,8 @@ def register(sub):
     b.add_argument("--json")
     b.add_argument("--plot")
     b.add_argument("--exact", action="store_true", help="plain steps through the verify graph (bit-identical kernels)")
+    b.add_argument("--also", action="append", default=[], metavar="NAME=DIR",
+                   help="another bundle of the same backbone (float, int4, another head): plain + MTP, interleaved")
     b.set_defaults(fn=cmd_bench)
     c = sub.add_parser("calibrate", help="measure step costs + acceptance here and choose K (or off)")
     c.add_argument("out")

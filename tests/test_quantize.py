@@ -111,3 +111,17 @@ def test_train_target_quant_and_report(tmp_path_factory):
     assert 0.5 < q8["greedy_agreement_with_float"]["all"] <= 1.0
     assert qat["head_target_quant"]["backbone"] == "int8" and q8["head_target_quant"] is None
     assert all(row["accept_length"]["all"] >= 1.0 for row in rep["rows"])
+
+
+def test_bench_also_runs_extra_bundles_side_by_side(tmp_path_factory):
+    from mtplite.runtime.bench import bench, markdown
+
+    prompts = [{"id": str(i), "task": "a" if i % 2 else "b", "prompt": p} for i, p in enumerate(PROMPTS[:6])]
+    res = bench(bundle("tiny:gemma3"), prompts, max_new=16, modes=("plain", "mtp"), threads=1, engine=False,
+                progress=False, also=[("q8", qbundle("int8", tmp_path_factory))])
+    assert res["modes"] == ["plain", "mtp", "plain@q8", "mtp@q8"]
+    assert res["table"]["mtp@q8"]["all"]["prompts"] == 6 and res["table"]["mtp@q8"]["all"]["accept_length"] >= 1
+    assert "mtp@q8/plain@q8" in res["ratios"] and "plain@q8/plain" in res["ratios"]
+    assert res["extra_bundles"]["q8"]["spec_vs_plain_mismatches"] == 0
+    assert res["extra_bundles"]["q8"]["quantization"]["backbone"] == "int8"
+    assert "mtp@q8" in markdown(res)
