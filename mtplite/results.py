@@ -90,7 +90,32 @@ def reliability_section(r):
     return L + [""]
 
 
-def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliability=None):
+def fakequant_section(runs):
+    L = ["Which torch numerics reproduce a quantized LiteRT backbone's greedy tokens (`scripts/fakequant_match.py`, "
+         "teacher-forced on the LiteRT graph's own greedy stream); `train --target-quant` uses the best.", "",
+         "| LiteRT bundle | tokens | " + " | ".join(runs[0]["agreement_with_litert_greedy"]) + " |",
+         "|" + "---|" * (2 + len(runs[0]["agreement_with_litert_greedy"]))]
+    for r in runs:
+        q = r["quantization"]["backbone"]
+        L.append(f"| backbone {q} | {r['tokens']} | "
+                 + " | ".join(f"{v:.3f}" for v in r["agreement_with_litert_greedy"].values()) + " |")
+    return L + [""]
+
+
+def copy_section(c):
+    return [f"Does the head copy? (`scripts/copy_probe.py`, {c['positions']} generated positions of "
+            f"{c['held_out_rows']} held-out self-distilled rows, first draft vs prompt lookup's first draft)", "",
+            "| positions | share | head right | lookup right |", "|---|---|---|---|",
+            f"| all | 1.00 | {c['head_acc']:.3f} | {c['share_copyable']:.3f} |",
+            f"| lookup finds an earlier match | {c['share_with_match']:.2f} | {c['head_acc_when_match']:.3f} | "
+            f"{c['lookup_acc_when_match']:.3f} |",
+            f"| ... and the copy is right (copyable) | {c['share_copyable']:.2f} | {c['head_acc_on_copyable']:.3f} | 1.000 |",
+            f"| ... and the copy is wrong | {c['share_with_match'] - c['share_copyable']:.2f} | "
+            f"{c['head_acc_when_copy_wrong']:.3f} | 0.000 |",
+            f"| no earlier match | {1 - c['share_with_match']:.2f} | {c['head_acc_when_no_match']:.3f} | - |", ""]
+
+
+def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliability=None, fakequant=(), copy=None):
     run = Path(run_dir)
     bench = json.loads((run / "bench.json").read_text())
     head = json.loads((run / "head" / "head.json").read_text()) if (run / "head" / "head.json").exists() else {}
@@ -142,6 +167,10 @@ def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliabilit
         L += ["## A timed fresh run", ""] + timed_section(timed)
     if quant:
         L += ["## Quantization", ""] + quant_section(quant)
+    if fakequant:
+        L += ["### Training against the deployed numerics", ""] + fakequant_section(fakequant)
+    if copy:
+        L += ["## Copying", ""] + copy_section(copy)
     if soak:
         L += ["## Soak", ""] + soak_section(soak)
     if reliability:
@@ -210,11 +239,14 @@ def main(argv=None):
     ap.add_argument("--quant", help="JSON of `mtplite quant-report`")
     ap.add_argument("--soak", help="JSON of `mtplite soak`")
     ap.add_argument("--reliability", help="JSON of scripts/reliability_report.py")
+    ap.add_argument("--fakequant", action="append", default=[], help="JSON of scripts/fakequant_match.py")
+    ap.add_argument("--copy-probe", help="JSON of scripts/copy_probe.py")
     a = ap.parse_args(argv)
     extras = [json.loads(Path(e).read_text()) for e in a.extra]
     load = lambda f: json.loads(Path(f).read_text()) if f else None
     text = render(a.run_dir, extras, timed=load(a.timed), quant=load(a.quant), soak=load(a.soak),
-                  reliability=load(a.reliability))
+                  reliability=load(a.reliability), fakequant=[load(f) for f in a.fakequant],
+                  copy=load(a.copy_probe))
     write_text_atomic(a.out, text)
     png = Path(a.run_dir) / "bench.png"
     if png.exists():

@@ -125,3 +125,11 @@ def test_bench_also_runs_extra_bundles_side_by_side(tmp_path_factory):
     assert res["extra_bundles"]["q8"]["spec_vs_plain_mismatches"] == 0
     assert res["extra_bundles"]["q8"]["quantization"]["backbone"] == "int8"
     assert "mtp@q8" in markdown(res)
+    import json
+
+    from mtplite.results import render
+
+    run = tmp_path_factory.mktemp("run")
+    (run / "bench.json").write_text(json.dumps(res))
+    page = render(run)  # the results page renders from the JSON alone (no head dir, extra bundles present)
+    assert "mtp@q8/plain@q8" in page and "speculative output == plain greedy" in page
