@@ -151,10 +151,12 @@ def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliabilit
               f"- calibrate: {json.dumps((man.get('settings') or {}).get('measured'))}; chosen K = "
               f"{(man.get('settings') or {}).get('K')} ({(man.get('settings') or {}).get('reason')})"]
     L += ["", "## Decode speed and acceptance (one `mtplite bench` run, modes interleaved per prompt)", "",
+          "Every mode of every bundle in this run, on the same prompts:", ""] + mode_table(bench) + [
+          "The full table (per task tok/s and every ratio):", "",
           "τ = accept length (tokens emitted per verify pass, bonus included). Ratios are decode tokens/s of the mode "
           "over plain greedy of the same bundle, same run.", "", markdown(bench), "",
           "![bench](" + ("bench.png" if True else "") + ")", ""]
-    depth = {m: bench["table"][m]["all"].get("acceptance_per_depth") for m in bench["modes"] if m != "plain"}
+    depth = {m: bench["table"][m]["all"].get("acceptance_per_depth") for m in bench["modes"] if not m.startswith("plain")}
     L += ["Acceptance per draft depth (all tasks): " + "; ".join(
         f"{m} " + ", ".join(f"{x:.2f}" for x in (d or [])) for m, d in depth.items()), ""]
     mtp = bench["table"].get("mtp", {}).get("all", {})
@@ -180,6 +182,32 @@ def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliabilit
     return "\n".join(L)
 
 
+def mode_table(bench):
+    """Modes as rows (every bundle of the run), tasks as columns: tok/s over all tasks, speed vs the same bundle's
+    plain decoding, and τ per task type."""
+    t, tasks = bench["table"], bench["tasks"]
+    q = (bench.get("manifest") or {}).get("quantization") or {}
+    main = q.get("backbone", "?")
+    L = ["| mode | backbone | tok/s | vs plain (same bundle) | " + " | ".join(f"τ {x}" for x in tasks) + " |",
+         "|" + "---|" * (4 + len(tasks))]
+    for m in bench["modes"]:
+        base, _, n = m.partition("@")
+        plain = f"plain@{n}" if n else "plain"
+        bq = (bench.get("extra_bundles", {}).get(n, {}).get("quantization") or {}).get("backbone") if n else main
+        hq = bench.get("extra_bundles", {}).get(n, {}).get("head_target_quant") if n else None
+        label = base + (" (head trained against int8)" if hq else "")
+        tps = t[m]["all"]["decode_tokens_per_s"] or 0
+        ratio = tps / t[plain]["all"]["decode_tokens_per_s"] if t[plain]["all"]["decode_tokens_per_s"] else 0
+        L.append(f"| {label} | {bq} | {tps:.1f} | {ratio:.2f}x | " + " | ".join(
+            f"{t[m][x]['accept_length']:.2f}" if t[m][x].get("accept_length") else "-" for x in tasks) + " |")
+    e = bench.get("engine") or {}
+    if "engine_mtp" in e:
+        for k, name in (("engine_plain", "official engine, MTP off"), ("engine_mtp", "official engine, MTP on")):
+            r = e[k]["decode_tokens_per_s"] / e["engine_plain"]["decode_tokens_per_s"]
+            L.append(f"| {name} | {main} | {e[k]['decode_tokens_per_s']:.1f} | {r:.2f}x | " + " | ".join("-" for _ in tasks) + " |")
+    return L + [""]
+
+
 def analysis(bench, man):
     """Targets from the issues against this run, and what each cycle costs (all from the JSON)."""
     meas = (man.get("settings") or {}).get("measured") or {}
@@ -197,10 +225,10 @@ def analysis(bench, man):
     rows = []
     for task in bench["tasks"]:
         r = [task] + [f"{t[m][task]['accept_length']:.2f}" if t[m][task].get("accept_length") else "-"
-                      for m in bench["modes"] if m != "plain"]
+                      for m in bench["modes"] if not m.startswith("plain")]
         rows.append("| " + " | ".join(r) + " |")
-    L += ["| task | " + " | ".join(f"{m} τ" for m in bench["modes"] if m != "plain") + " |",
-          "|" + "---|" * len(bench["modes"])] + rows + [""]
+    L += ["| task | " + " | ".join(f"{m} τ" for m in bench["modes"] if not m.startswith("plain")) + " |",
+          "|" + "---|" * (1 + sum(not m.startswith("plain") for m in bench["modes"]))] + rows + [""]
     ra = bench["ratios"]
     mem = bench["memory"]
     checks = [("MTP/plain >= 2.0x on summarize/rewrite/reply",

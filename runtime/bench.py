@@ -241,15 +241,15 @@ def markdown(res):
     modes, tasks = res["modes"], res["tasks"]
     lines = [f"K={res['K']}, max_new_tokens={res['max_new_tokens']}, threads={res['threads']}", "",
              "| task | " + " | ".join(f"{m} tok/s" for m in modes) + " | " +
-             " | ".join(f"{m} τ" for m in modes if m != "plain") + " | " +
+             " | ".join(f"{m} τ" for m in modes if not m.startswith("plain")) + " | " +
              " | ".join(f"{k}" for k in res["ratios"]) + " |",
-             "|" + "---|" * (1 + len(modes) + (len(modes) - 1) + len(res["ratios"]))]
+             "|" + "---|" * (1 + len(modes) + sum(not m.startswith("plain") for m in modes) + len(res["ratios"]))]
     for t in tasks:
         row = [t]
         row += [f"{res['table'][m][t]['decode_tokens_per_s']:.1f}" if res["table"][m][t]["decode_tokens_per_s"] else "-"
                 for m in modes]
         row += [f"{res['table'][m][t]['accept_length']:.2f}" if res["table"][m][t]["accept_length"] else "-"
-                for m in modes if m != "plain"]
+                for m in modes if not m.startswith("plain")]
         row += [f"{res['ratios'][k].get(t, 0):.2f}x" for k in res["ratios"]]
         lines.append("| " + " | ".join(row) + " |")
     mem = res["memory"]
@@ -291,7 +291,7 @@ def plot(res, path):
     for i, m in enumerate(modes):  # one colour per mode in both panels
         col = colors[i % len(colors)]
         a1.bar(x + i * w, [res["table"][m][t]["decode_tokens_per_s"] or 0 for t in tasks], w, label=m, color=col)
-        if m != "plain":
+        if not m.startswith("plain"):
             a2.bar(x + i * w, [res["table"][m][t]["accept_length"] or 0 for t in tasks], w, label=m, color=col)
     for a, title in ((a1, "decode tokens/s (higher is better)"), (a2, "accept length τ (tokens per verify)")):
         a.set_xticks(x + 0.4 - w / 2)
