@@ -238,6 +238,8 @@ def check_contract(sigs, m, where="bundle"):
 def check_manifest_dict(man, where="manifest.json"):
     """The checks the Kotlin core can also run: manifest fields + the contract on the recorded signatures."""
     m = _manifest_fields(man, where)
+    if m.get("chat_template") is not None and not isinstance(m["chat_template"], str):
+        raise UserError(f"{where}: field 'chat_template' must be a string or null; re-run `mtplite export`")
     sigs = m.get("signatures")
     if not isinstance(sigs, dict) or not all(isinstance(sigs.get(g), dict) for g in ("backbone", "embedder", "drafter")):
         raise UserError(f"{where}: field 'signatures' missing; re-run `mtplite export`")

@@ -128,6 +128,7 @@ def build_litertlm(tmp, out_file):
 def write_bench_prompts(backbone, path):
     """The benchmark prompts pre-tokenized for the Android demo (it has no HF tokenizer)."""
     from mtplite.runtime.bench import default_prompts, load_prompts
+    from mtplite.train.distill import format_prompt
 
     try:
         prompts = load_prompts(default_prompts())
@@ -135,7 +136,7 @@ def write_bench_prompts(backbone, path):
         prompts = [{"id": "demo-0", "task": "freeform", "prompt": "The three primary colors are"}]
     with open(path, "w") as f:
         for p in prompts:
-            f.write(json.dumps({"id": p["id"], "task": p["task"], "ids": backbone.encode(p["prompt"])}) + "\n")
+            f.write(json.dumps({"id": p["id"], "task": p["task"], "ids": format_prompt(backbone, p["prompt"])}) + "\n")
 
 
 def file_sha(path):
@@ -174,6 +175,7 @@ def make_manifest(backbone, head, head_doc, cache_len, prefill_lengths, K, sigs,
         "signatures": sigs,
         "quantization": quant,
         "bos_id": backbone.bos_id, "eos_ids": list(backbone.eos_ids),
+        "chat_template": backbone.tokenizer.chat_template if backbone.chat else None,
         "settings": {"K": K, "source": "export default (run `mtplite calibrate` to measure)"},
     }
 

@@ -130,7 +130,9 @@ def cmd_generate(a):
         K = a.k or head.c.K
         if K < 1:
             raise UserError(f"--k {K}: must be >= 1")
-    ids = bb.encode(a.prompt)
+    from mtplite.train.distill import format_prompt
+
+    ids = format_prompt(bb, a.prompt)  # the chat template for instruction-tuned backbones, as in training
     cache = a.cache_length
     if len(ids) >= cache:
         raise UserError(f"prompt is {len(ids)} tokens; --cache-length {cache} must be larger")

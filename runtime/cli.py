@@ -5,6 +5,15 @@ from mtplite.errors import UserError
 
 
 def encode(tok, man, text):
+    """Prompt ids as the backbone was trained and deployed: through its chat template when it has one (the
+    template, recorded in the manifest by export, adds its own BOS), else BOS + the plain text."""
+    if man.get("chat_template"):
+        tok.chat_template = man["chat_template"]
+        try:
+            s = tok.apply_chat_template([{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True)
+        except Exception as e:  # a template is code from a file we did not write: its failure is a user error
+            raise UserError(f"manifest.json: chat_template failed to render ({str(e).splitlines()[0][:100]})") from None
+        return list(tok(s, add_special_tokens=False)["input_ids"])
     ids = list(tok(text, add_special_tokens=False)["input_ids"])
     return ([man["bos_id"]] if man.get("bos_id") is not None else []) + ids
 

@@ -212,3 +212,20 @@ def test_train_on_cuda_matches_cpu():
     same = sum(a["tokens"] == b["tokens"] for a, b in zip(rows["cpu"], rows["cuda"]))
     assert same >= 0.9 * len(rows["cpu"])
     assert max(float((heads[0][k] - heads[1][k]).abs().max()) for k in heads[0]) < 1e-3
+
+
+def test_runtime_encode_uses_the_manifest_chat_template():
+    """Instruction-tuned backbones are distilled through their chat template; the runtime must encode prompts the
+    same way (export records the template in the manifest), and a broken template is a one-line error."""
+    from mtplite.errors import UserError
+    from mtplite.model.load import tiny_tokenizer
+    from mtplite.runtime.cli import encode
+
+    tok = tiny_tokenizer()
+    raw = encode(tok, {"bos_id": 1}, "hello there")
+    assert raw[0] == 1 and raw[1:] == list(tok("hello there", add_special_tokens=False)["input_ids"])
+    man = {"bos_id": 1, "chat_template": "U: {{ messages[0]['content'] }}\nA:"}
+    ids = encode(tok, man, "hello there")
+    assert ids == list(tok("U: hello there\nA:", add_special_tokens=False)["input_ids"]) and ids != raw
+    with pytest.raises(UserError):
+        encode(tok, {"chat_template": "{{ raise_exception('no') }}"}, "x")
