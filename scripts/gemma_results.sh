@@ -1,7 +1,26 @@
 #!/usr/bin/env bash
-# Reproduce BENCHMARKS.md on this machine: Gemma 3 270M, head + standalone baseline, int8 bundle, calibrate, bench.
-# Everything Gemma-derived stays in the cache dir (Gemma Terms); only the numbers land in the repo.
+# Reproduce BENCHMARKS.md on this machine (Gemma 3 270M). Everything Gemma-derived stays in the cache dir (Gemma
+# Terms); only the numbers land in the repo. Steps:
+#  1. quickstart --standalone: distill, train the head + the standalone baseline, export int8, calibrate
+#  2. scripts/gemma_quant.sh: float/int4 exports, QAT head, one bench over all bundles, quant-report, probes
+#  3. engine check on the float bundle, soak, reliability tests; optionally (TIMED=1) a quickstart from an empty cache
+#  4. render the page from the JSON
 set -euo pipefail
 RUN=${RUN:-$HOME/.cache/mtplite/quickstart/gemma3-270m}
+export W=${W:-$HOME/.cache/mtplite/results-run}
 mtplite quickstart --backbone gemma3-270m --dir "$RUN" --standalone "$@"
-python -m mtplite.results "$RUN" --out BENCHMARKS.md
+RUN="$RUN" scripts/gemma_quant.sh
+mtplite bench "$W/float" --modes plain,mtp --json "$W/bench_float_engine.json"
+mtplite soak "$RUN/bundle-int8" --n 200 --threads 1 --json "$W/soak-gemma-int8.json"
+python scripts/reliability_report.py --json "$W/reliability.json"
+if [ "${TIMED:-0}" = 1 ]; then
+  FRESH=$(mktemp -d)
+  MTPLITE_CACHE="$FRESH" mtplite quickstart
+  cp "$FRESH/quickstart/gemma3-270m/bench.json" "$W/fresh_quickstart_bench.json"
+fi
+TIMED_ARG=()
+[ -f "$W/fresh_quickstart_bench.json" ] && TIMED_ARG=(--timed "$W/fresh_quickstart_bench.json")
+python -m mtplite.results "$W" --out BENCHMARKS.md "${TIMED_ARG[@]}" --quant "$W/quant_report.json" \
+  --soak "$W/soak-gemma-int8.json" --reliability "$W/reliability.json" --fakequant "$W/fakequant_int8.json" \
+  --fakequant "$W/fakequant_int4.json" --copy-probe "$W/copy_probe.json" --engine "$W/bench.json" \
+  --engine "$W/bench_float_engine.json"
