@@ -4,6 +4,7 @@ Every step writes into a cache dir (default ~/.cache/mtplite/quickstart/<backbon
 its output is already there and matches the backbone, so an interrupted quickstart resumes.
 """
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -122,7 +123,8 @@ def cmd_quickstart(a):
     res = bench(bundle, prompts, max_new=32 if quick else a.max_new_tokens, threads=a.threads, engine=not quick)
     lap("bench", t)
     res["quickstart"] = {"steps_s": steps, "total_s": round(time.time() - t0, 1), "budget_minutes": budget,
-                         "quick": quick, "trained_here": "train" in steps}
+                         "quick": quick, "trained_here": "train" in steps,
+                         "loadavg_15min_at_end": os.getloadavg()[2]}  # > threads means it shared the CPU
     write_text_atomic(root / "bench.json", json.dumps(res, indent=1))
     plot(res, root / "bench.png")
     print(markdown(res))

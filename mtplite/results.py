@@ -7,6 +7,7 @@ it again regenerates the page.
 """
 import argparse
 import json
+import os
 import platform
 import shutil
 from importlib import metadata
@@ -43,8 +44,11 @@ def timed_section(bench):
     """A fresh quickstart's wall time per step (bench.json's `quickstart` block) and its headline numbers."""
     q = bench["quickstart"]
     t = bench["table"]
-    L = [f"`mtplite quickstart` from an empty cache (budget {q['budget_minutes']} min): total "
-         f"{q['total_s'] / 60:.1f} min.", "", "| step | minutes |", "|---|---|"]
+    L = [f"`mtplite quickstart{' --quick' if q.get('quick') else ''}` from an empty cache (training budget "
+         f"{q['budget_minutes']} min): total "
+         f"{q['total_s'] / 60:.1f} min" + (f" (15-min load average at the end {q['loadavg_15min_at_end']:.1f} on "
+                                             f"{os.cpu_count()} cores)" if "loadavg_15min_at_end" in q else "")
+         + ".", "", "| step | minutes |", "|---|---|"]
     L += [f"| {k} | {v / 60:.1f} |" for k, v in q["steps_s"].items()]
     L += ["", f"Its bench: MTP/plain {bench['ratios']['mtp/plain']['all']:.2f}x at τ "
           f"{t['mtp']['all']['accept_length']:.2f}"
@@ -202,7 +206,9 @@ def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliabilit
               f"{1e3 / bench['table']['plain']['all']['decode_tokens_per_s']:.1f} ms per token.", ""]
     L += analysis(bench, man)
     if timed:
-        L += ["## A timed fresh run", ""] + timed_section(timed)
+        L += ["## Timed runs from an empty cache", ""]
+        for tb in timed:
+            L += timed_section(tb)
     if quant:
         L += ["## Quantization", ""] + quant_section(quant)
     if fakequant:
@@ -301,7 +307,7 @@ def main(argv=None):
     ap.add_argument("run_dir")
     ap.add_argument("--out", default="BENCHMARKS.md")
     ap.add_argument("--extra", action="append", default=[], help="JSON file {title, body} appended as a section")
-    ap.add_argument("--timed", help="bench.json of a quickstart run from an empty cache (step timings)")
+    ap.add_argument("--timed", action="append", default=[], help="bench.json of a quickstart run from an empty cache")
     ap.add_argument("--quant", help="JSON of `mtplite quant-report`")
     ap.add_argument("--soak", help="JSON of `mtplite soak`")
     ap.add_argument("--reliability", help="JSON of scripts/reliability_report.py")
@@ -311,7 +317,7 @@ def main(argv=None):
     a = ap.parse_args(argv)
     extras = [json.loads(Path(e).read_text()) for e in a.extra]
     load = lambda f: json.loads(Path(f).read_text()) if f else None
-    text = render(a.run_dir, extras, timed=load(a.timed), quant=load(a.quant), soak=load(a.soak),
+    text = render(a.run_dir, extras, timed=[load(f) for f in a.timed], quant=load(a.quant), soak=load(a.soak),
                   reliability=load(a.reliability), fakequant=[load(f) for f in a.fakequant],
                   copy=load(a.copy_probe), engine=[load(f) for f in a.engine])
     write_text_atomic(a.out, text)

@@ -17,9 +17,14 @@ if [ "${TIMED:-0}" = 1 ]; then
   FRESH=$(mktemp -d)
   MTPLITE_CACHE="$FRESH" mtplite quickstart
   cp "$FRESH/quickstart/gemma3-270m/bench.json" "$W/fresh_quickstart_bench.json"
+  FRESH=$(mktemp -d)
+  MTPLITE_CACHE="$FRESH" mtplite quickstart --quick
+  cp "$FRESH/quickstart/gemma3-270m-quick/bench.json" "$W/fresh_quickstart_quick_bench.json"
 fi
 TIMED_ARG=()
-[ -f "$W/fresh_quickstart_bench.json" ] && TIMED_ARG=(--timed "$W/fresh_quickstart_bench.json")
+for f in "$W/fresh_quickstart_bench.json" "$W/fresh_quickstart_quick_bench.json"; do
+  [ -f "$f" ] && TIMED_ARG+=(--timed "$f")
+done
 python -m mtplite.results "$W" --out BENCHMARKS.md "${TIMED_ARG[@]}" --quant "$W/quant_report.json" \
   --soak "$W/soak-gemma-int8.json" --reliability "$W/reliability.json" --fakequant "$W/fakequant_int8.json" \
   --fakequant "$W/fakequant_int4.json" --copy-probe "$W/copy_probe.json" --engine "$W/bench.json" \
