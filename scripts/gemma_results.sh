@@ -21,11 +21,19 @@ if [ "${TIMED:-0}" = 1 ]; then
   MTPLITE_CACHE="$FRESH" mtplite quickstart --quick
   cp "$FRESH/quickstart/gemma3-270m-quick/bench.json" "$W/fresh_quickstart_quick_bench.json"
 fi
+# numbers only (no weights, no graphs) go into the repo; the page renders from them
+R=results/gemma3-270m
+mkdir -p "$R/head"
+cp "$W"/*.json "$W/bench.png" "$R/"
+cp "$RUN/head/head.json" "$R/head/"
+cp "$RUN/bundle-int8/android/manifest.json" "$R/manifest.json"
 TIMED_ARG=()
-for f in "$W/fresh_quickstart_bench.json" "$W/fresh_quickstart_quick_bench.json"; do
+for f in "$R/fresh_quickstart_bench.json" "$R/fresh_quickstart_quick_bench.json"; do
   [ -f "$f" ] && TIMED_ARG+=(--timed "$f")
 done
-python -m mtplite.results "$W" --out BENCHMARKS.md "${TIMED_ARG[@]}" --quant "$W/quant_report.json" \
-  --soak "$W/soak-gemma-int8.json" --reliability "$W/reliability.json" --fakequant "$W/fakequant_int8.json" \
-  --fakequant "$W/fakequant_int4.json" --copy-probe "$W/copy_probe.json" --engine "$W/bench.json" \
-  --engine "$W/bench_float_engine.json"
+EXTRA=()
+[ -f "$R/notes.json" ] && EXTRA=(--extra "$R/notes.json")  # hand-written notes on the run, if any
+python -m mtplite.results "$R" --out BENCHMARKS.md "${TIMED_ARG[@]}" --quant "$R/quant_report.json" \
+  --soak "$R/soak-gemma-int8.json" --reliability "$R/reliability.json" --fakequant "$R/fakequant_int8.json" \
+  --fakequant "$R/fakequant_int4.json" --copy-probe "$R/copy_probe.json" --engine "$R/bench.json" \
+  --engine "$R/bench_float_engine.json" "${EXTRA[@]}"
