@@ -36,10 +36,10 @@ def cmd_train(a):
     bb = load_backbone(a.backbone)
     bb.model.to(dev)
     with dev:
-        _train(a, bb, t0, dev)
+        _train(a, bb, t0)
 
 
-def _train(a, bb, t0, dev):
+def _train(a, bb, t0):
     import torch
 
     from mtplite.data import training_prompts
@@ -184,7 +184,7 @@ def main(argv=None):
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--threads", type=int, default=0)
     t.add_argument("--target-quant", help="train against the backbone quantized with this recipe (int8, int4-b32, "
-                   "backbone=int4-b32,embedder=int8): fake-quantized weights + dynamic int8 activations, as deployed")
+                   "backbone=int4-b32,embedder=int8): weights fake-quantized exactly as the LiteRT recipe rounds them")
     t.add_argument("--init-head", help="start from this trained head (e.g. fine-tune a float head for --target-quant)")
     t.add_argument("--device", default="auto", help="auto (CUDA when present, else CPU) | cpu | cuda[:N]")
     t.add_argument("--bf16", action="store_true", help="self-distill in bfloat16 (2-3x faster on CPU)")

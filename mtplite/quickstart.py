@@ -65,16 +65,15 @@ def cmd_quickstart(a):
         prompts = training_prompts(limit=300 if quick else None)
         dev = pick_device(a.device)
         bb.model.to(dev)
-        torch.set_default_device(dev)  # every tensor distill/train create lands on dev; undone below
-        rows = distill(bb, prompts, data, max_new=a.max_new, batch=16, dtype=dtype, budget_s=budget * 60 * 0.55)
-        t = lap("distill", t)
-        tr, va = split_rows(rows)
-        left = budget * 60 - (time.time() - t0)
-        head, info = train_head(bb, tr, K=a.k, draft_vocab_size=a.draft_vocab, epochs=6, batch=8, lr=1e-3,
-                                budget_s=max(left, 30), val_rows=va, dtype=dtype, log=log)
+        with dev:  # as in `mtplite train`: every tensor distill/train create lands on dev
+            rows = distill(bb, prompts, data, max_new=a.max_new, batch=16, dtype=dtype, budget_s=budget * 60 * 0.55)
+            t = lap("distill", t)
+            tr, va = split_rows(rows)
+            left = budget * 60 - (time.time() - t0)
+            head, info = train_head(bb, tr, K=a.k, draft_vocab_size=a.draft_vocab, epochs=6, batch=8, lr=1e-3,
+                                    budget_s=max(left, 30), val_rows=va, dtype=dtype, log=log)
         bb.model.float().cpu()
         head.cpu()
-        torch.set_default_device(None)
         t = lap("train", t)
         n_tok = sum(len(r["tokens"]) - r["prompt_len"] for r in tr)
         doc = {"backbone": a.backbone, "backbone_fingerprint": bb.fingerprint, "train_generated_tokens": n_tok,

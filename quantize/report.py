@@ -35,7 +35,7 @@ def quant_report(float_dir, qdirs, prompts, max_new=48, threads=2, progress=True
     from mtplite.runtime.cli import encode
     from mtplite.runtime.litert import Bundle, load_tokenizer
 
-    fb = Bundle(float_dir, threads=threads, mtp=False)
+    fb = Bundle(float_dir, threads=threads, mtp=True)
     tok = load_tokenizer(float_dir)
     eos = set(fb.man["eos_ids"])
     from mtplite.export.contract import check
@@ -55,7 +55,7 @@ def quant_report(float_dir, qdirs, prompts, max_new=48, threads=2, progress=True
         raise UserError(f"no prompt fits the cache of {fb.C} tokens with {max_new} new tokens")
     rows = []
     for q in [float_dir] + list(qdirs):
-        b = Bundle(q, threads=threads, mtp=True)
+        b = fb if q == float_dir else Bundle(q, threads=threads, mtp=True)
         per = defaultdict(list)
         agree = defaultdict(lambda: [0, 0])
         equal = defaultdict(lambda: [0, 0])

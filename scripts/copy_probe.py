@@ -34,8 +34,8 @@ def probe(bb, head, rows, batch=8):
         for b, r in enumerate(rs):
             off = L - len(r["tokens"])
             for j in range(L - 1):  # anchor: token at position j+1, label = token j+2
-                lab = int(y[b, j + 1]) if j + 1 < L else -1
-                if lab < 0 or j + 1 - off < r["prompt_len"] - 1:
+                lab = int(y[b, j + 1])
+                if lab < 0:  # labels exist only for generated positions
                     continue
                 hist = r["tokens"][: j + 2 - off]
                 lk = lookup(hist, 1)
