@@ -28,7 +28,7 @@ def run(prompt_ids, steps, *, max_new_tokens, eos_ids=(), K=0, cache_len, should
     if P > cache_len - 1:
         raise ValueError(f"prompt is {P} tokens but the cache holds {cache_len}")
     out, trace = [], []
-    stats = {"cycles": 0, "drafted": 0, "accepted": 0, "per_depth": [0] * max(K, 1), "draft_s": 0.0, "verify_s": 0.0}
+    stats = {"cycles": 0, "plain_steps": 0, "drafted": 0, "accepted": 0, "per_depth": [0] * max(K, 1), "draft_s": 0.0, "verify_s": 0.0}
     reason = None
     t0 = time.perf_counter()
 
@@ -59,13 +59,15 @@ def run(prompt_ids, steps, *, max_new_tokens, eos_ids=(), K=0, cache_len, should
             reason = "cache_full"
             break
         if K == 0 or pos + K >= cache_len:  # plain step (also near the cache end, where verify would not fit)
+            stats["plain_steps"] += 1
             tok, act = decode(tok, pos)
             pos += 1
             alive = emit(tok)
             continue
         t1 = time.perf_counter()
         drafts = draft(tok, act, pos, K)
-        if drafts is None:  # the drafter declined (e.g. prompt lookup found no match): a plain step is cheaper
+        if drafts is None:  # the drafter declined (no lookup match, an unsure head): a plain step is cheaper
+            stats["plain_steps"] += 1
             tok, act = decode(tok, pos)
             pos += 1
             alive = emit(tok)

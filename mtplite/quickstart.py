@@ -25,7 +25,7 @@ def cmd_quickstart(a):
     from mtplite.model.load import load_backbone
     from mtplite.paths import cache_dir, write_text_atomic
     from mtplite.runtime.bench import bench, default_prompts, load_prompts, markdown, plot
-    from mtplite.runtime.cli import calibrate
+    from mtplite.runtime.cli import calibrate, calibration_prompts
     from mtplite.train.distill import distill
     from mtplite.train.train import pick_device, split_rows, train_head
 
@@ -114,7 +114,7 @@ def cmd_quickstart(a):
     man = json.loads(man_path.read_text())
     if fresh or (man.get("settings") or {}).get("source") != "mtplite calibrate":
         log("calibrating K on this device")
-        s = calibrate(bundle, prompts[:6], threads=a.threads)
+        s = calibrate(bundle, calibration_prompts(6 if quick else 12), threads=a.threads)
         log(f"calibrate: settings.K={s['K']} ({s['reason']})")
         t = lap("calibrate", t)
     log(f"benchmarking {len(prompts)} prompts: plain / MTP / prompt lookup / hybrid"

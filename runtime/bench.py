@@ -53,10 +53,16 @@ def run_mode(b, tok_ids, K, mode, max_new, eos):
     steps = b.standalone_steps() if mode == "standalone" else b.steps()
     history = list(tok_ids)
     source = []
-    if mode in ("lookup", "hybrid"):
-        steps, source = lookup_steps(steps, history, mode=mode)
-    res = G.run(tok_ids, steps, max_new_tokens=max_new, eos_ids=eos, K=K, cache_len=b.C,
-                on_token=history.append)
+    base, gated = mode.removesuffix("+gate"), mode.endswith("+gate")
+    if base in ("lookup", "hybrid"):
+        steps, source = lookup_steps(steps, history, mode=base)
+    # '+gate': the head stops drafting below the calibrated probability (settings.min_prob); plain modes ignore it
+    b.min_prob = b.calibrated_min_prob() if gated else 0.0
+    try:
+        res = G.run(tok_ids, steps, max_new_tokens=max_new, eos_ids=eos, K=K, cache_len=b.C,
+                    on_token=history.append)
+    finally:
+        b.min_prob = 0.0
     n = len(res["tokens"])
     dec_s = res["total_s"] - res["ttft_s"]
     s = G.summary(res, K)
@@ -68,6 +74,7 @@ def run_mode(b, tok_ids, K, mode, max_new, eos):
     return {"tokens": n, "decode_s": dec_s, "ttft_s": res["ttft_s"], "out": res["tokens"],
             "decode_tokens_per_s": (n - 1) / dec_s if n > 1 and dec_s > 0 else None,
             "accept_length": s["accept_length"], "cycles": res["cycles"], "accepted": res["accepted"],
+            "backbone_passes": 1 + res["cycles"] + res["plain_steps"],  # decode/verify calls after prefill
             "acceptance_per_depth": s["acceptance_per_depth"], "draft_ms_per_cycle": 1e3 * res["draft_s"] / cyc,
             "verify_ms_per_cycle": 1e3 * res["verify_s"] / cyc,
             "accepted_by_source": {k: {"accepted": v[0], "cycles": v[1]} for k, v in by_src.items()}}
@@ -85,6 +92,10 @@ def aggregate(recs):
                  / cyc for i in range(K)]
     return {"decode_tokens_per_s": toks / secs if secs else None, "ttft_s": sum(r["ttft_s"] for r in recs) / len(recs),
             "accept_length": (acc + cyc) / cyc if cyc else None, "acceptance_per_depth": depth,
+            # tokens per backbone pass, plain steps included: lookup's accept length counts only the cycles it
+            # drafted, so this is the fair number to compare drafters by (plain decoding = 1)
+            "tokens_per_pass": (sum(r["tokens"] for r in recs) / sum(r["backbone_passes"] for r in recs)
+                                if all("backbone_passes" in r for r in recs) else None),
             "draft_ms_per_cycle": sum(r["draft_ms_per_cycle"] * r["cycles"] for r in recs) / cyc if cyc else None,
             "verify_ms_per_cycle": sum(r["verify_ms_per_cycle"] * r["cycles"] for r in recs) / cyc if cyc else None,
             "generated_tokens": sum(r["tokens"] for r in recs), "prompts": len(recs)}
@@ -131,7 +142,8 @@ def run_engine(bundle_dir, prompts, max_new, tok):
     return out
 
 
-def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "lookup", "hybrid", "standalone"), threads=2, engine=True,
+def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "lookup", "hybrid", "mtp+gate", "hybrid+gate", "standalone"),
+          threads=2, engine=True,
           progress=True, exact=False, also=()):
     """`also`: (name, dir) of more bundles of the same backbone (e.g. float / int4 exports): each runs plain and MTP
     as modes `plain@name` / `mtp@name`, interleaved prompt by prompt with the main bundle's modes."""
@@ -144,6 +156,10 @@ def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "lookup", "hyb
         modes = tuple(m for m in modes if m != "standalone")
         print("[bench] no standalone drafter in this bundle (train with --standalone); skipping that mode",
               file=sys.stderr)
+    if not b.calibrated_min_prob() and any(m.endswith("+gate") for m in modes):
+        modes = tuple(m for m in modes if not m.endswith("+gate"))
+        print("[bench] no confidence gate in the manifest (run `mtplite calibrate`, or it chose none); skipping the "
+              "'+gate' modes", file=sys.stderr)
     tok = load_tokenizer(bundle_dir)
     eos = set(b.man["eos_ids"])
     extras = {}
@@ -206,7 +222,7 @@ def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "lookup", "hyb
               "kv_bytes": b.kv_bytes, "mtp_extra_weight_bytes": wb["drafter"], "mtp_extra_kv_bytes": 0,
               "mtp_extra_fraction_of_backbone": wb["drafter"] / (wb["backbone"] + wb["embedder"]),
               "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
-    result = {"bundle": str(bundle_dir), "K": K, "exact_mode": exact, "max_new_tokens": max_new, "threads": threads, "modes": list(modes),
+    result = {"bundle": str(bundle_dir), "K": K, "exact_mode": exact, "min_prob": b.calibrated_min_prob(), "max_new_tokens": max_new, "threads": threads, "modes": list(modes),
               "tasks": tasks, "table": table, "ratios": ratios, "memory": memory,
               "spec_vs_plain_mismatches": mismatches, "skipped_prompts_too_long": skipped, "per_prompt": {m: dict(per[m]) for m in modes},
               "manifest": {k: b.man.get(k) for k in ("backbone_spec", "backbone_fingerprint", "head_fingerprint",
@@ -256,7 +272,13 @@ def markdown(res):
     lines += ["", f"weights: backbone {mem['backbone_bytes'] / 1e6:.1f} MB + embedder {mem['embedder_bytes'] / 1e6:.1f} MB;"
               f" MTP adds drafter {mem['drafter_bytes'] / 1e6:.1f} MB ({100 * mem['mtp_extra_fraction_of_backbone']:.1f}%)"
               f" and 0 KV bytes (KV {mem['kv_bytes'] / 1e6:.1f} MB shared); peak RSS {mem['peak_rss_bytes'] / 1e6:.0f} MB",
-              f"speculative outputs differing from plain greedy: {res['spec_vs_plain_mismatches']}"]
+              f"speculative outputs differing from plain greedy: {res['spec_vs_plain_mismatches']}",
+              "tokens per backbone pass (all tasks; plain steps count, so lookup is not flattered): " + ", ".join(
+                  f"{m} {res['table'][m]['all']['tokens_per_pass']:.2f}" for m in modes
+                  if res["table"][m]["all"].get("tokens_per_pass"))]
+    if res.get("min_prob"):
+        lines.append(f"'+gate' modes: the head drafts only while its top probability is >= {res['min_prob']} "
+                     "(settings.min_prob from mtplite calibrate)")
     if "standalone_extra_bytes" in mem:
         lines.append(f"standalone drafter: {mem['standalone_weight_bytes'] / 1e6:.1f} MB weights + "
                      f"{mem['standalone_kv_bytes'] / 1e6:.1f} MB own KV; MTP saves "

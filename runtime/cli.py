@@ -61,6 +61,9 @@ def generate_bundle(a):
     _print_result(tok.decode(res["tokens"], skip_special_tokens=True), res, K, a, extra)
 
 
+MODES = ("plain", "mtp", "lookup", "hybrid", "mtp+gate", "hybrid+gate", "standalone")
+
+
 def cmd_bench(a):
     import json
 
@@ -71,9 +74,9 @@ def cmd_bench(a):
     if a.limit:
         prompts = prompts[: a.limit]
     modes = tuple(m.strip() for m in a.modes.split(",") if m.strip())
-    bad = [m for m in modes if m not in ("plain", "mtp", "lookup", "hybrid", "standalone")]
+    bad = [m for m in modes if m not in MODES]
     if bad or "plain" not in modes:
-        raise UserError(f"--modes {a.modes}: choose from plain,mtp,lookup,hybrid,standalone (plain is required)")
+        raise UserError(f"--modes {a.modes}: choose from {','.join(MODES)} (plain is required)")
     also = []
     for x in a.also:
         name, _, d = x.partition("=")
@@ -89,9 +92,26 @@ def cmd_bench(a):
         plot(res, a.plot)
 
 
+GATES = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+
+
+def predict_gate(cycles, t_dec, t_ver, t_dr, gate):
+    """Predicted tokens per second of decoding when the head stops drafting at the first draft it gives less than
+    `gate` probability. `cycles`: (probs of the K drafts, accepted count) recorded ungated. A gated-out first draft
+    costs one drafter step plus a plain decode; a shorter draft is padded, and we count only its confident part."""
+    tokens = secs = 0.0
+    for probs, acc in cycles:
+        m = next((j for j, q in enumerate(probs) if q < gate), len(probs))
+        if m == 0:
+            tokens, secs = tokens + 1, secs + t_dr + t_dec
+        else:
+            tokens, secs = tokens + min(acc, m) + 1, secs + m * t_dr + t_ver
+    return tokens / secs if secs else 0.0
+
+
 def calibrate(out, prompts, threads=2, max_new=48, progress=print):
-    """Measure decode / verify(K+1) / drafter step on this device and the acceptance, predict the speedup, and
-    write the decision into the manifest's settings."""
+    """Measure decode / verify(K+1) / drafter step on this device and the head's acceptance and confidence, predict
+    the speedup with and without a confidence gate, and write the decision into the manifest's settings."""
     import json
     import time
     from pathlib import Path
@@ -120,38 +140,56 @@ def calibrate(out, prompts, threads=2, max_new=48, progress=print):
     act = np.zeros(b.H, np.float32)
     t_dec = timeit(lambda: b.decode(1, pos))
     t_ver = timeit(lambda: b.verify([1] * (K + 1), pos))
+    b.record_probs = []  # the gate's cost (one softmax over the draft vocabulary) is part of the step we time
     t_dr = timeit(lambda: b.draft(1, act, pos, 1))
-    depth, cyc = np.zeros(K), 0
+    depth, cyc, cycles = np.zeros(K), 0, []
     for p in prompts:
+        b.record_probs = []
         r = G.run(encode(tok, b.man, p["prompt"]), b.steps(), max_new_tokens=max_new, eos_ids=set(b.man["eos_ids"]),
                   K=K, cache_len=b.C)
         depth += np.array(r["per_depth"][:K], float)
         cyc += r["cycles"]
+        cycles += [(probs, c["accepted"]) for probs, c in zip(b.record_probs, r["trace"])]
+    b.record_probs = None
     acc = depth / max(cyc, 1)
     pred = {}
     for k in range(1, K + 1):
         tau = 1 + float(acc[:k].sum())
         pred[k] = tau * t_dec / (k * t_dr + t_ver)  # verify cost measured at K+1 (the only verify graph)
-    sp = pred[K]
+    gate_pred = {g: predict_gate(cycles, t_dec, t_ver, t_dr, g) * t_dec for g in GATES}
+    gate = max(GATES, key=lambda g: (round(gate_pred[g], 3), -g))
+    sp = max(pred[K], gate_pred[gate])
     choice = K if sp > 1.05 else "off"
     mpath = Path(b.dir) / "manifest.json"
     man = json.loads(mpath.read_text())
-    man["settings"] = {"K": choice, "source": "mtplite calibrate", "predicted_speedup": round(sp, 3),
-                       "reason": f"predicted {sp:.2f}x at K={K}",
+    man["settings"] = {"K": choice, "min_prob": gate, "source": "mtplite calibrate", "predicted_speedup": round(sp, 3),
+                       "reason": f"predicted {sp:.2f}x at K={K}" + (f" with the head's drafts gated at p >= {gate}"
+                                                                      if gate else ""),
                        "measured": {"decode_ms": 1e3 * t_dec, "verify_ms": 1e3 * t_ver, "drafter_step_ms": 1e3 * t_dr,
                                     "acceptance_per_depth": acc.tolist(), "cycles": cyc},
                        "predicted_speedup_per_k": {str(k): round(v, 3) for k, v in pred.items()},
-                       "threads": threads, "calibrated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+                       "predicted_speedup_per_gate": {str(g): round(v, 3) for g, v in gate_pred.items()},
+                       "prompts": len(prompts), "threads": threads,
+                       "calibrated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     write_text_atomic(mpath, json.dumps(man, indent=1))
     return man["settings"]
+
+
+def calibration_prompts(n=12):
+    """Prompts of the templates training holds out for validation: never the benchmark prompts (choosing K or the
+    gate on them would tune on the evaluation set)."""
+    from mtplite.data import training_prompts
+    from mtplite.train.train import split_rows
+
+    return split_rows(training_prompts())[1][:n]
 
 
 def cmd_calibrate(a):
     import json
 
-    from mtplite.runtime.bench import default_prompts, load_prompts
+    from mtplite.runtime.bench import load_prompts
 
-    prompts = load_prompts(a.prompts or default_prompts())[: a.limit]
+    prompts = load_prompts(a.prompts)[: a.limit] if a.prompts else calibration_prompts(a.limit)
     s = calibrate(a.out, prompts, threads=a.threads)
     print(json.dumps(s, indent=1))
     print(f"mtplite: wrote settings.K={s['K']} into the manifest ({s['reason']})", file=sys.stderr)
@@ -162,7 +200,8 @@ def register(sub):
     b.add_argument("out")
     b.add_argument("--prompts", help="JSONL with id/task/prompt (default ../shared/prompts/tasks.jsonl)")
     b.add_argument("--max-new-tokens", type=int, default=64)
-    b.add_argument("--modes", default="plain,mtp,lookup,hybrid,standalone")
+    b.add_argument("--modes", default=",".join(MODES),
+                   help="'+gate': the head drafts only while it is sure (settings.min_prob from calibrate)")
     b.add_argument("--limit", type=int, default=0)
     b.add_argument("--threads", type=int, default=2)
     b.add_argument("--no-engine", action="store_true", help="skip the official litert_lm engine rows")
@@ -174,7 +213,7 @@ def register(sub):
     b.set_defaults(fn=cmd_bench)
     c = sub.add_parser("calibrate", help="measure step costs + acceptance here and choose K (or off)")
     c.add_argument("out")
-    c.add_argument("--prompts")
-    c.add_argument("--limit", type=int, default=8)
+    c.add_argument("--prompts", help="JSONL (default: held-out training templates, never the benchmark prompts)")
+    c.add_argument("--limit", type=int, default=12)
     c.add_argument("--threads", type=int, default=2)
     c.set_defaults(fn=cmd_calibrate)

@@ -63,6 +63,8 @@ class Bundle:
         # exact mode: plain steps also run through the verify graph (row 0), so plain and speculative tokens come
         # from numerically identical kernels; costs one verify instead of one decode per plain step
         self.exact = exact
+        # confidence gate for the head's drafts (0 = always draft K); record_probs: a list to append each cycle's probs to
+        self.min_prob, self.record_probs, self._draft_idx = 0.0, None, None
         self.H, self.V = m["hidden_size"], m["vocab_size"]
         self.prefill_lengths = sorted(m["prefill_lengths"])
         wc = cache_dir() / "xnnpack"
@@ -166,18 +168,41 @@ class Bundle:
         return self.logits_rows(outs, T).argmax(-1).tolist(), acts
 
     def draft(self, tok, act, pos, k):
+        """k drafts; with `min_prob` set, drafting stops at the first draft the head gives less than that probability:
+        None (a plain step) if it is the first, else the confident prefix padded to k (verify takes exactly k)."""
         dr = self.models["drafter"]
         self.dr_in["input_pos"].write(np.array([pos], np.int32))
         self.dr_in["mask"].write(_mask([pos], self.C).reshape(-1))
-        h, out = np.asarray(act, np.float32), []
+        h, out, probs = np.asarray(act, np.float32), [], []
         for _ in range(k):
             x = np.concatenate([self.embed([tok])[0], h])
             self.dr_in["activations"].write(x)
             dr.run_by_name("mtp_drafter", {**self.dr_in, **self.dr_kv}, self.dr_out)
-            tok = int(self.dr_out["logits"].read(self.V, np.float32).argmax())
+            lg = self.dr_out["logits"].read(self.V, np.float32)
+            tok = int(lg.argmax())
+            if self.min_prob or self.record_probs is not None:
+                probs.append(self._top_prob(lg, tok))
+                if probs[-1] < self.min_prob:
+                    break
             h = self.dr_out["projected_activations"].read(self.H, np.float32)
             out.append(tok)
-        return out
+        if self.record_probs is not None:
+            self.record_probs.append(probs)
+        if not out:
+            return None
+        return (out + [out[-1]] * k)[:k]
+
+    def _top_prob(self, lg, top):
+        """Softmax probability of the argmax. The head scores only its draft vocabulary (the rest of the full-vocabulary
+        logits is NEG_INF), so the sum runs over those ids, found once."""
+        if self._draft_idx is None:
+            self._draft_idx = np.flatnonzero(lg > NEG_INF / 2)
+        z = lg[self._draft_idx] - lg[top]
+        return float(1.0 / np.exp(z).sum())
+
+    def calibrated_min_prob(self):
+        """The head's confidence gate `mtplite calibrate` chose for this device (0 = none)."""
+        return float((self.man.get("settings") or {}).get("min_prob") or 0.0)
 
     def steps(self):
         self.reset()

@@ -237,3 +237,49 @@ def test_exact_mode_plain_through_verify_graph():
         plain = G.run(ids, b.steps(), max_new_tokens=30, eos_ids=set(bb.eos_ids), K=0, cache_len=C)
         mtp = G.run(ids, b.steps(), max_new_tokens=30, eos_ids=set(bb.eos_ids), K=3, cache_len=C)
         assert plain["tokens"] == mtp["tokens"]
+
+
+def test_confidence_gate_declines_unsure_drafts_and_stays_exact(tmp_path):
+    """The head's drafts stop below `min_prob`: a gate nobody passes leaves only plain steps, a middling one mixes
+    plain steps and (padded) cycles; the output is plain greedy's either way. calibrate picks a gate and bench runs it."""
+    from mtplite.runtime.bench import bench
+    from mtplite.runtime.cli import GATES, calibrate, predict_gate
+
+    bb, head, *_ = trained("tiny:gemma3")
+    b = loaded("tiny:gemma3")
+    b.record_probs = []
+    ids = [bb.encode(p) for p in PROMPTS[:6]]
+    plain = [G.run(x, b.steps(), max_new_tokens=30, eos_ids=set(bb.eos_ids), K=0, cache_len=C)["tokens"] for x in ids]
+    for x in ids:
+        G.run(x, b.steps(), max_new_tokens=30, eos_ids=set(bb.eos_ids), K=3, cache_len=C)
+    first = sorted(p[0] for p in b.record_probs)
+    assert all(0 < q <= 1 for p in b.record_probs for q in p)
+    b.record_probs = None
+    for gate, check in ((1.01, lambda r: r["cycles"] == 0 and r["plain_steps"] > 0),
+                        (first[len(first) // 2], lambda r: r["cycles"] > 0 and r["plain_steps"] > 1)):
+        b.min_prob = gate
+        runs = [G.run(x, b.steps(), max_new_tokens=30, eos_ids=set(bb.eos_ids), K=3, cache_len=C) for x in ids]
+        assert [r["tokens"] for r in runs] == plain
+        assert all(check(r) for r in runs[:1]) and any(check(r) for r in runs), gate
+    b.min_prob = 0.0
+
+    # the predictor: no gate = the ungated cycle cost; a gate nobody passes = plain decoding plus one drafter step
+    cycles = [([0.9, 0.8, 0.2], 2), ([0.3, 0.9, 0.9], 0), ([0.95, 0.9, 0.9], 3)]
+    assert predict_gate(cycles, 1.0, 1.2, 0.1, 0.0) == pytest.approx((3 + 1 + 4) / (3 * 1.5))
+    assert predict_gate(cycles, 1.0, 1.2, 0.1, 2.0) == pytest.approx(1 / 1.1)
+    assert predict_gate(cycles, 1.0, 1.2, 0.1, 0.5) == pytest.approx((3 + 1 + 4) / (1.4 + 1.1 + 1.5))  # 2 confident drafts, gated, all 3
+
+    out = tmp_path / "b"
+    shutil.copytree(bundle("tiny:gemma3"), out)
+    s = calibrate(out, [{"prompt": p} for p in PROMPTS[:4]], threads=1)
+    assert s["min_prob"] in GATES and set(s["predicted_speedup_per_gate"]) == {str(g) for g in GATES}
+    man_path = out / "android" / "manifest.json"
+    man = json.loads(man_path.read_text())
+    man["settings"]["min_prob"] = first[len(first) // 2]
+    man_path.write_text(json.dumps(man))
+    prompts = [{"id": str(i), "task": "t", "prompt": p} for i, p in enumerate(PROMPTS[:4])]
+    res = bench(out, prompts, max_new=20, modes=("plain", "mtp+gate", "hybrid+gate"), threads=1, engine=False,
+                progress=False)
+    assert res["spec_vs_plain_mismatches"] == 0 and res["min_prob"] == man["settings"]["min_prob"]
+    assert res["table"]["plain"]["all"]["tokens_per_pass"] == pytest.approx(1.0)
+    assert res["table"]["mtp+gate"]["all"]["tokens_per_pass"] > 1.0

@@ -59,11 +59,12 @@ def write_golden(dirpath):
 
     bb, head, *_ = trained("tiny:gemma3")
     b = Bundle(bundle("tiny:gemma3"), threads=1)
-    n = 0
+    n = gated_plain = 0
     for i, prompt in enumerate(PROMPTS[:8]):
         ids = bb.encode(prompt)
         full = G.run(ids, b.steps(), max_new_tokens=30, eos_ids=set(), K=0, cache_len=C)["tokens"]
-        cases = [("mtp", 3, 7 + 3 * i, set()), ("plain", 0, 9, set()), ("hybrid", 3, 20, set())]
+        cases = [("mtp", 3, 7 + 3 * i, set()), ("plain", 0, 9, set()), ("hybrid", 3, 20, set()),
+                 ("mtp-gate", 3, 24, set())]  # declined (none) and padded drafts
         if len(full) > 12:
             cases.append(("mtp-eos", 3, 30, {full[11]}))
         for mode, K, budget, eos in cases:
@@ -72,8 +73,11 @@ def write_golden(dirpath):
             steps = b.steps()
             if mode == "hybrid":
                 steps, _ = lookup_steps(steps, history, mode="hybrid")
+            b.min_prob = 0.3 if mode == "mtp-gate" else 0.0
             res = G.run(ids, record_steps(steps, log), max_new_tokens=budget, eos_ids=eos, K=K, cache_len=C,
                         on_token=history.append)
+            b.min_prob = 0.0
+            gated_plain += res["plain_steps"] if mode == "mtp-gate" else 0
             lines = [f"prompt {' '.join(map(str, ids))}", f"params {K} {budget} {C}", f"eos {' '.join(map(str, eos))}"]
             lines += log
             for c in res["trace"]:
@@ -82,6 +86,7 @@ def write_golden(dirpath):
             lines += [f"tokens {' '.join(map(str, res['tokens']))}", f"stop {res['stop_reason']}"]
             (dirpath / f"{i:02d}-{mode}.trace").write_text("\n".join(lines) + "\n")
             n += 1
+    assert gated_plain > 0  # the gate really declined some drafts, so the traces exercise it
     return n
 
 
@@ -113,6 +118,9 @@ def write_manifest_fixtures(dirpath):
         "no-decode": (mut(lambda m: m["signatures"]["backbone"].pop("decode")), "decode"),
         "two-drafter-sigs": (mut(lambda m: m["signatures"]["drafter"].update(extra=m["signatures"]["drafter"]["mtp_drafter"])), "mtp_drafter"),
         "prefill-list": (mut(lambda m: m.update(prefill_lengths="32")), "prefill_lengths"),
+        "gate-ok": (mut(lambda m: m.update(settings={"K": 3, "min_prob": 0.4})), None),
+        "gate-string": (mut(lambda m: m.update(settings={"K": 3, "min_prob": "high"})), "min_prob"),
+        "gate-range": (mut(lambda m: m.update(settings={"K": 3, "min_prob": 1.5})), "min_prob"),
     }
     decisions = {}
     for name, (m, key) in cases.items():

@@ -6,10 +6,14 @@ import com.google.ai.edge.litert.Environment
 import com.google.ai.edge.litert.TensorBuffer
 import dev.mtplite.core.Backbone
 import dev.mtplite.core.Decoded
+import dev.mtplite.core.DraftStep
 import dev.mtplite.core.Drafter
 import dev.mtplite.core.Embedder
+import dev.mtplite.core.GatedDraft
 import dev.mtplite.core.Manifest
+import dev.mtplite.core.NEG_INF
 import dev.mtplite.core.Verified
+import dev.mtplite.core.argmax
 import java.io.File
 
 /**
@@ -67,7 +71,7 @@ class LiteRtBundle(dir: File, val man: Manifest, accelerator: Accelerator = Acce
         val emb = FloatArray(t * h)
         embed(ids).forEachIndexed { i, row -> row.copyInto(emb, i * h) }
         val pos = IntArray(t) { if (it < ids.size) pos0 + it else 0 }
-        val mask = FloatArray(t * c) { NEG }
+        val mask = FloatArray(t * c) { NEG_INF }
         for (r in ids.indices) for (k in 0..pos[r]) mask[r * c + k] = 0f
         ins.getValue("embeddings").writeFloat(emb)
         ins.getValue("input_pos").writeInt(pos)
@@ -87,12 +91,6 @@ class LiteRtBundle(dir: File, val man: Manifest, accelerator: Accelerator = Acce
         }
     }
 
-    private fun argmax(a: FloatArray, from: Int, len: Int): Int {
-        var best = from
-        for (i in from until from + len) if (a[i] > a[best]) best = i
-        return best - from
-    }
-
     override fun decode(token: Int, pos: Int): Decoded {
         val outs = runBackbone("decode", intArrayOf(token), pos)
         return Decoded(argmax(outs.getValue("logits").readFloat(), 0, v), outs.getValue("activations").readFloat())
@@ -106,20 +104,19 @@ class LiteRtBundle(dir: File, val man: Manifest, accelerator: Accelerator = Acce
             Array(tokens.size) { acts.copyOfRange(it * h, (it + 1) * h) })
     }
 
-    override fun draft(token: Int, activation: FloatArray, pos: Int, k: Int): IntArray {
+    /** The head's drafts; with [gate] set (settings.min_prob), only while it is sure: null means "take a plain step". */
+    var gate = GatedDraft(0.0)
+
+    override fun draft(token: Int, activation: FloatArray, pos: Int, k: Int): IntArray? {
         val d = drafter ?: error("bundle loaded without the drafter")
         val (ins, outs) = buffers(d, "mtp_drafter", "drafter")
         val reads = kv.filterKeys { it in man.signatures.getValue("drafter").getValue("mtp_drafter").inputs }
         ins.getValue("input_pos").writeInt(intArrayOf(pos))
-        ins.getValue("mask").writeFloat(FloatArray(c) { if (it <= pos) 0f else NEG })
-        var tok = token
-        var act = activation
-        return IntArray(k) {
+        ins.getValue("mask").writeFloat(FloatArray(c) { if (it <= pos) 0f else NEG_INF })
+        return gate.draft(token, activation, k) { tok, act ->
             ins.getValue("activations").writeFloat(embed(intArrayOf(tok))[0] + act)
             d.run(ins + reads, outs, "mtp_drafter")
-            tok = argmax(outs.getValue("logits").readFloat(), 0, v)
-            act = outs.getValue("projected_activations").readFloat()
-            tok
+            DraftStep(outs.getValue("logits").readFloat(), outs.getValue("projected_activations").readFloat())
         }
     }
 
@@ -128,5 +125,4 @@ class LiteRtBundle(dir: File, val man: Manifest, accelerator: Accelerator = Acce
         env.close()
     }
 
-    companion object { const val NEG = -1e9f }
 }

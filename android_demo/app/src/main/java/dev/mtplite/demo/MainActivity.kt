@@ -9,6 +9,8 @@ import android.widget.CheckBox
 import android.widget.EditText
 import android.widget.TextView
 import dev.mtplite.core.BenchRecord
+import dev.mtplite.core.GatedDraft
+import dev.mtplite.core.HybridDrafter
 import dev.mtplite.core.Json
 import dev.mtplite.core.JsonlWriter
 import dev.mtplite.core.Memory
@@ -45,6 +47,7 @@ class MainActivity : Activity() {
         }
         val vocab = Vocab.fromTokenizerJson(File(dir, manifest.files.getValue("tokenizer")).readText())
         val bundle = LiteRtBundle(dir, manifest)
+        bundle.gate = GatedDraft(manifest.minProb)  // the head drafts only while it is sure (0 = always)
         findViewById<Button>(R.id.run).setOnClickListener {
             val text = findViewById<EditText>(R.id.prompt).text.toString()
             // the calibrated setting wins: `mtplite calibrate` may have switched MTP off for this device class
@@ -79,16 +82,22 @@ class MainActivity : Activity() {
         val device = "${android.os.Build.MANUFACTURER} ${android.os.Build.MODEL} (Android ${android.os.Build.VERSION.RELEASE})"
         val weights = man.files.filterKeys { it != "tokenizer" }.mapValues { File(dir, it.value).length() }
         JsonlWriter(out).use { w ->
-            for (mode in listOf("plain", "mtp")) {
+            // as `mtplite bench`: '+gate' modes only when calibrate chose a gate; hybrid = prompt lookup, else the head
+            val modes = listOf("plain", "mtp", "hybrid") + (if (man.minProb > 0) listOf("mtp+gate", "hybrid+gate") else emptyList())
+            for (mode in modes) {
+                val spec = mode != "plain"
                 val before = pss()
-                val b = LiteRtBundle(dir, man, withDrafter = mode == "mtp")
+                val b = LiteRtBundle(dir, man, withDrafter = spec)
+                b.gate = GatedDraft(if (mode.endsWith("+gate")) man.minProb else 0.0)
                 val after = pss()
                 val wbytes = weights.getValue("backbone") + weights.getValue("embedder") +
-                    (if (mode == "mtp") weights.getValue("drafter") else 0L)
+                    (if (spec) weights.getValue("drafter") else 0L)
                 for (p in prompts) {
                     b.reset()
                     val ids = (p["ids"] as List<*>).map { (it as Long).toInt() }.toIntArray()
-                    val g = generate(ids, b, b, if (mode == "mtp") man.k else 0, maxNew, man.eosIds.toSet(), man.cacheLength)
+                    val hybrid = if (mode.startsWith("hybrid")) HybridDrafter(ids, b) else null
+                    val g = generate(ids, b, hybrid ?: b, if (spec) man.k else 0, maxNew, man.eosIds.toSet(),
+                        man.cacheLength, onToken = hybrid?.let { h -> h::record })
                     val rt = Runtime.getRuntime()
                     val mem = Memory(rt.totalMemory() - rt.freeMemory(), Debug.getNativeHeapAllocatedSize(), before, after,
                         wbytes, b.kvBytes, null)

@@ -12,7 +12,7 @@ data class BenchRecord(
     val decodeS: Double, val ttftS: Double, val acceptLength: Double?, val acceptancePerDepth: List<Double>,
     val cycles: Int, val accepted: Int, val draftMsPerCycle: Double, val verifyMsPerCycle: Double,
     val javaHeapBytes: Long, val nativeHeapBytes: Long, val pssBeforeLoadBytes: Long, val pssAfterLoadBytes: Long,
-    val weightBytes: Long, val kvBytes: Long, val memorySavedVsStandaloneBytes: Long?,
+    val weightBytes: Long, val kvBytes: Long, val memorySavedVsStandaloneBytes: Long?, val backbonePasses: Int = 0,
 ) {
     val decodeTokensPerS: Double? get() = if (tokens > 1 && decodeS > 0) (tokens - 1) / decodeS else null
 
@@ -20,7 +20,7 @@ data class BenchRecord(
         "schema" to "mtplite-device-log/1", "device" to device, "mode" to mode, "id" to promptId, "task" to task,
         "tokens" to tokens, "decode_s" to decodeS, "ttft_s" to ttftS, "decode_tokens_per_s" to decodeTokensPerS,
         "accept_length" to acceptLength, "acceptance_per_depth" to acceptancePerDepth, "cycles" to cycles,
-        "accepted" to accepted, "draft_ms_per_cycle" to draftMsPerCycle, "verify_ms_per_cycle" to verifyMsPerCycle,
+        "accepted" to accepted, "backbone_passes" to backbonePasses, "draft_ms_per_cycle" to draftMsPerCycle, "verify_ms_per_cycle" to verifyMsPerCycle,
         "java_heap_bytes" to javaHeapBytes, "native_heap_bytes" to nativeHeapBytes,
         "pss_before_load_bytes" to pssBeforeLoadBytes, "pss_after_load_bytes" to pssAfterLoadBytes,
         "weight_bytes" to weightBytes, "kv_bytes" to kvBytes,
@@ -32,7 +32,8 @@ data class BenchRecord(
             val cyc = maxOf(g.cycles, 1)
             return BenchRecord(device, mode, promptId, task, g.tokens.size, (g.totalNs - g.ttftNs) / 1e9, g.ttftNs / 1e9,
                 g.acceptLength, g.acceptancePerDepth, g.cycles, g.accepted, g.draftNs / 1e6 / cyc, g.verifyNs / 1e6 / cyc,
-                mem.javaHeap, mem.nativeHeap, mem.pssBefore, mem.pssAfter, mem.weightBytes, mem.kvBytes, mem.savedVsStandalone)
+                mem.javaHeap, mem.nativeHeap, mem.pssBefore, mem.pssAfter, mem.weightBytes, mem.kvBytes, mem.savedVsStandalone,
+                g.backbonePasses)
         }
     }
 }

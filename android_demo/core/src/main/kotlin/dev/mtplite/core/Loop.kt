@@ -43,7 +43,10 @@ data class Generation(
     val totalNs: Long,
     val draftNs: Long,
     val verifyNs: Long,
+    val plainSteps: Int = 0,
 ) {
+    /** decode/verify calls after prefill: tokens per pass is the fair speed proxy across drafters (plain = 1). */
+    val backbonePasses: Int get() = 1 + cycles + plainSteps
     /** Mean tokens emitted per verify pass, bonus included. */
     val acceptLength: Double? get() = if (cycles > 0) (accepted + cycles).toDouble() / cycles else null
     val acceptancePerDepth: List<Double> get() = if (cycles > 0) perDepth.map { it.toDouble() / cycles } else emptyList()
@@ -67,7 +70,7 @@ fun generate(
     val out = ArrayList<Int>()
     val trace = ArrayList<Cycle>()
     val perDepth = IntArray(maxOf(k, 1))
-    var cycles = 0; var drafted = 0; var accepted = 0
+    var cycles = 0; var drafted = 0; var accepted = 0; var plainSteps = 0
     var draftNs = 0L; var verifyNs = 0L
     var reason: String? = null
     val t0 = clock()
@@ -93,12 +96,14 @@ fun generate(
     while (alive) {
         if (pos >= cacheLength) { reason = "cache_full"; break }
         if (k == 0 || pos + k >= cacheLength) {
+            plainSteps++
             step = backbone.decode(tok, pos); tok = step.token; act = step.activation; pos += 1
             alive = emit(tok); continue
         }
         val t1 = clock()
         val drafts = drafter!!.draft(tok, act, pos, k)
         if (drafts == null) {
+            plainSteps++
             step = backbone.decode(tok, pos); tok = step.token; act = step.activation; pos += 1
             alive = emit(tok); continue
         }
@@ -120,7 +125,7 @@ fun generate(
         tok = ver.argmax[n]; act = ver.activations[n]; pos += n + 1
     }
     return Generation(out, reason ?: "max_new_tokens", trace, cycles, drafted, accepted, perDepth, ttft,
-        clock() - t0, draftNs, verifyNs)
+        clock() - t0, draftNs, verifyNs, plainSteps)
 }
 
 /** Prompt lookup: the k tokens after the latest earlier match of the last 3/2/1 tokens, or null. */
@@ -160,4 +165,57 @@ class HybridDrafter(prompt: IntArray, private val head: Drafter?) : Drafter {
         sources.add("head")
         return head.draft(token, activation, pos, k)
     }
+}
+
+/** One call of the drafter graph: its full-vocabulary logits and the projected activation for the next draft step. */
+class DraftStep(val logits: FloatArray, val activation: FloatArray)
+
+/**
+ * The head's k drafts behind a confidence gate, as mtplite.runtime.litert.Bundle.draft: drafting stops at the first
+ * draft whose softmax probability is below [minProb] (settings.min_prob from `mtplite calibrate`); null, i.e. a
+ * plain step, if that is the first draft, else the confident prefix padded to k with its last token (verify takes
+ * exactly k). minProb = 0 always drafts k. [lastProbs] holds the probabilities of the latest call.
+ */
+class GatedDraft(private val minProb: Double) {
+    private var draftIdx: IntArray? = null
+    var lastProbs: List<Double> = emptyList()
+        private set
+
+    fun draft(token: Int, activation: FloatArray, k: Int, step: (Int, FloatArray) -> DraftStep): IntArray? {
+        val out = ArrayList<Int>(k)
+        val probs = ArrayList<Double>(k)
+        var tok = token
+        var act = activation
+        for (j in 0 until k) {
+            val s = step(tok, act)
+            tok = argmax(s.logits)
+            if (minProb > 0) {
+                probs.add(topProb(s.logits, tok))
+                if (probs.last() < minProb) break
+            }
+            act = s.activation
+            out.add(tok)
+        }
+        lastProbs = probs
+        if (out.isEmpty()) return null
+        return IntArray(k) { out[minOf(it, out.size - 1)] }
+    }
+
+    /** Softmax probability of [top]. The head scores only its draft vocabulary (the rest is NEG_INF), found once. */
+    fun topProb(logits: FloatArray, top: Int): Double {
+        val idx = draftIdx ?: logits.indices.filter { logits[it] > NEG_INF / 2 }.toIntArray().also { draftIdx = it }
+        val m = logits[top].toDouble()
+        var sum = 0.0
+        for (i in idx) sum += kotlin.math.exp(logits[i] - m)
+        return 1.0 / sum
+    }
+}
+
+/** The NEG_INF of mtplite.model.decoder: masked attention slots and the logits outside the draft vocabulary. */
+const val NEG_INF = -1e9f
+
+fun argmax(a: FloatArray, from: Int = 0, len: Int = a.size): Int {
+    var best = from
+    for (i in from until from + len) if (a[i] > a[best]) best = i
+    return best - from
 }

@@ -14,6 +14,7 @@ data class Manifest(
     val draftVocabSize: Int, val prefillLengths: List<Int>, val readLayers: List<Int>, val eosIds: List<Int>,
     val bosId: Int?, val files: Map<String, String>, val signatures: Map<String, Map<String, Signature>>,
     val settingsK: Any?, val backboneFingerprint: String?, val headFingerprint: String?,
+    val minProb: Double = 0.0,  // settings.min_prob: the head's confidence gate chosen by `mtplite calibrate`
 )
 
 const val FORMAT_VERSION = 1L
@@ -77,9 +78,16 @@ fun parseManifest(text: String, where: String): Manifest {
         gm.entries.associate { (name, s) -> name.toString() to parseSig(s, where) }
     }
     val settings = m["settings"] as? Map<*, *>
+    val minProb = when (val g = settings?.get("min_prob")) {
+        null -> 0.0
+        is Double -> g
+        is Long -> g.toDouble()
+        else -> fail(where, "settings.min_prob must be a number, got ${typeName(g)}; re-run `mtplite calibrate`")
+    }
+    if (minProb < 0 || minProb > 1) fail(where, "settings.min_prob = $minProb must be in [0, 1]; re-run `mtplite calibrate`")
     val man = Manifest(k, c, v, h, nl, dv, pl.map { it.toInt() }, rl.map { it.toInt() }, eos.map { it.toInt() },
         (m["bos_id"] as? Long)?.toInt(), files.entries.associate { it.key.toString() to it.value.toString() }, sigs,
-        settings?.get("K"), m["backbone_fingerprint"] as? String, m["head_fingerprint"] as? String)
+        settings?.get("K"), m["backbone_fingerprint"] as? String, m["head_fingerprint"] as? String, minProb)
     checkContract(man, where)
     return man
 }

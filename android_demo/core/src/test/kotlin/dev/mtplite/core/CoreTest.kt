@@ -71,6 +71,38 @@ class CoreTest {
         }
     }
 
+    @Test fun confidenceGate() {
+        // draft vocabulary = ids 0..2, the rest NEG_INF as the exported head scatters it; logits per draft step
+        fun logits(vararg x: Float) = FloatArray(6) { if (it < x.size) x[it] else NEG_INF }
+        val table = listOf(logits(3f, 0f, 0f), logits(0f, 0.5f, 0f), logits(0f, 0f, 5f))
+        var calls = 0
+        val step = { _: Int, a: FloatArray -> DraftStep(table[calls++], a) }
+        fun run(g: GatedDraft): List<Int>? { calls = 0; return g.draft(9, FloatArray(1), 3, step)?.toList() }
+        assertEquals(listOf(0, 1, 2), run(GatedDraft(0.0)))
+        val g = GatedDraft(0.5)
+        assertEquals(listOf(0, 0, 0), run(g))  // p(1 at step 2) = 0.452 < 0.5: stop, pad with the confident prefix
+        assertEquals(Math.exp(3.0) / (Math.exp(3.0) + 2), g.lastProbs[0], 1e-6)
+        assertEquals(Math.exp(0.5) / (Math.exp(0.5) + 2), g.lastProbs[1], 1e-6)
+        assertEquals(2, calls)
+        assertNull(run(GatedDraft(0.95)))  // the first draft is unsure: a plain step
+        assertEquals(1, calls)
+    }
+
+    @Test fun gatedHeadStaysExact() {
+        for (n in listOf(5, 17, 40)) {
+            val m = ToyModel()
+            var sure = 0
+            val gated = object : Drafter {  // declines every other cycle, as an unsure head does
+                override fun draft(token: Int, activation: FloatArray, pos: Int, k: Int) =
+                    if (sure++ % 2 == 0) null else m.draft(token, activation, pos, k)
+            }
+            val g = generate(intArrayOf(1, 2, 3), m, gated, 3, n, emptySet(), 256)
+            assertEquals(plain(n).tokens, g.tokens)
+            assertEquals(g.backbonePasses, 1 + g.cycles + g.plainSteps)
+            if (n == 40) assertTrue(g.plainSteps > 0 && g.cycles > 0)
+        }
+    }
+
     @Test fun gating() {
         assertEquals(3, chooseK(10.0, 12.0, 0.5, listOf(0.8, 0.6, 0.4), 3))
         assertNull(chooseK(10.0, 30.0, 5.0, listOf(0.1, 0.0, 0.0), 3))
