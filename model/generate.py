@@ -110,16 +110,21 @@ def summary(res, K):
 
 # ---- torch reference step functions ----------------------------------------------------------------------------
 
-def torch_steps(backbone, head=None, cache_len=512):
-    """Step functions over the torch Decoder (+ MTPHead), batch 1, float32, one KV cache."""
+def torch_steps(backbone, head=None, cache_len=512, dtype=torch.float32, exact=False):
+    """Step functions over the torch Decoder (+ MTPHead), batch 1, one KV cache, in the model's `dtype`.
+
+    exact: plain steps run as row 0 of a K+1-row verify pass (padded with copies of the token), so plain and
+    speculative tokens come from the same kernels and shapes; bf16 needs it (batched rows round differently). The
+    padding rows write KV past `pos`, which stays masked until the next steps overwrite it."""
     dec = backbone.model
-    kv = dec.empty_cache(cache_len)
+    kv = dec.empty_cache(cache_len, dtype=dtype)
     state = {"kv": kv}
+    K = head.c.K if head is not None else 0
 
     @torch.no_grad()
     def forward(ids, pos0, logits=True):
         pos = torch.arange(pos0, pos0 + len(ids), dtype=torch.int32)
-        lg, act, state["kv"] = dec(dec.embed(torch.tensor([ids])), pos, causal_mask(pos, cache_len), state["kv"],
+        lg, act, state["kv"] = dec(dec.embed(torch.tensor([ids])), pos, causal_mask(pos, cache_len, dtype), state["kv"],
                                    return_logits=logits)
         return lg, act[0]
 
@@ -127,6 +132,9 @@ def torch_steps(backbone, head=None, cache_len=512):
         forward(ids, start, logits=False)
 
     def decode(tok, pos):
+        if exact and K and pos + K < cache_len:
+            lg, act = forward([tok] * (K + 1), pos)
+            return int(lg[0, 0].argmax()), act[0]
         lg, act = forward([tok], pos)
         return int(lg[0, -1].argmax()), act[-1]
 
@@ -138,7 +146,7 @@ def torch_steps(backbone, head=None, cache_len=512):
     def draft(tok, act, pos, k):
         reads = [state["kv"][i] for i in head.c.read_layers]
         p = torch.tensor([pos], dtype=torch.int32)
-        mask = causal_mask(p, cache_len)
+        mask = causal_mask(p, cache_len, dtype)
         h, out = act, []
         for _ in range(k):
             x2 = torch.cat([dec.embed(torch.tensor([[tok]]))[0, 0], h])[None, None]

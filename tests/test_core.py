@@ -250,3 +250,22 @@ def test_benchmarks_page_is_rendered_from_the_committed_json():
     main(args)
     machine = lambda text: [l for l in text.splitlines() if not l.startswith(("- CPU:", "- Python"))]
     assert machine(out.read_text()) == machine((root / "BENCHMARKS.md").read_text())
+
+
+def test_torch_exact_mode_in_bf16():
+    """bf16 batched verify rows round differently from single-token decode; exact mode (plain steps as row 0 of a
+    K+1-row pass) must give speculative output == plain output on every prompt."""
+    import copy
+
+    bb0, head0, *_ = trained("tiny:llama")
+    bb, head = copy.deepcopy(bb0), copy.deepcopy(head0)  # the cached float32 models stay untouched
+    bb.model.to(torch.bfloat16)
+    head.to(torch.bfloat16)
+    cycles = 0
+    for p in PROMPTS[:12]:
+        ids = bb.encode(p)
+        runs = [G.run(ids, G.torch_steps(bb, head, CACHE, dtype=torch.bfloat16, exact=True), max_new_tokens=30,
+                      eos_ids=set(bb.eos_ids), K=K, cache_len=CACHE) for K in (0, 3)]
+        assert runs[0]["tokens"] == runs[1]["tokens"], p
+        cycles += runs[1]["cycles"]
+    assert cycles > 0
