@@ -136,7 +136,7 @@ def cmd_generate(a):
     cache = a.cache_length
     if len(ids) >= cache:
         raise UserError(f"prompt is {len(ids)} tokens; --cache-length {cache} must be larger")
-    res = G.run(ids, G.torch_steps(bb, head, cache), max_new_tokens=a.max_new_tokens, eos_ids=set(bb.eos_ids), K=K,
+    res = G.run(ids, G.torch_steps(bb, head, cache, exact=a.exact), max_new_tokens=a.max_new_tokens, eos_ids=set(bb.eos_ids), K=K,
                 cache_len=cache, should_stop=_stopper(bb, a.stop))
     _print_result(bb.decode(res["tokens"]), res, K, a)
 
@@ -207,7 +207,7 @@ def main(argv=None):
     g.add_argument("--stream", action="store_true", help="print tokens to stderr as they are accepted")
     g.add_argument("--threads", type=int, default=2)
     g.add_argument("--exact", action="store_true",
-                   help="LiteRT: plain steps through the verify graph, so MTP and plain use identical kernels")
+                   help="plain steps as row 0 of the verify pass (LiteRT and torch), so MTP and plain use identical kernels")
     g.set_defaults(fn=cmd_generate)
 
     import importlib

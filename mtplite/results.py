@@ -159,7 +159,7 @@ def engine_section(runs):
 
 
 def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliability=None, fakequant=(), copy=None,
-           engine=()):
+           engine=(), backbones=(), torch_mismatch=None, exact_bench=()):
     run = Path(run_dir)
     bench = json.loads((run / "bench.json").read_text())
     head = json.loads((run / "head" / "head.json").read_text()) if (run / "head" / "head.json").exists() else {}
@@ -219,8 +219,12 @@ def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliabilit
         L += ["### Training against the deployed numerics", ""] + fakequant_section(fakequant)
     if engine:
         L += ["## Official engine", ""] + engine_section(engine)
+    if torch_mismatch or exact_bench:
+        L += ["## Exactness per precision", ""] + exactness_section(quant, torch_mismatch, exact_bench)
     if copy:
         L += ["## Copying", ""] + copy_section(copy)
+    for bdir in backbones:
+        L += backbone_section(bdir)
     if soak:
         L += ["## Soak", ""] + soak_section(soak)
     if reliability:
@@ -230,14 +234,53 @@ def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliabilit
     return "\n".join(L)
 
 
+def backbone_section(run):
+    """A second backbone's run (a quickstart dir with bench.json, head/head.json): head, per-task modes, targets."""
+    run = Path(run)
+    b = json.loads((run / "bench.json").read_text())
+    h = json.loads((run / "head" / "head.json").read_text())
+    c = h["config"]
+    s = (json.loads((run / "manifest.json").read_text()).get("settings") or {}) if (run / "manifest.json").exists() else {}
+    L = [f"## Second backbone: {b['manifest'].get('backbone_spec')}", "",
+         f"Head: K={c['K']}, {c['num_blocks']} block(s) reading layers {c['read_layers']}, draft vocabulary "
+         f"{c['draft_vocab_size']}; {h.get('train_generated_tokens')} self-distilled tokens over "
+         f"{h.get('train_sequences')} sequences, trained {h.get('train_s', 0) / 60:.1f} min; bundle "
+         f"{(b['manifest'].get('quantization') or {}).get('backbone')}; calibrate: {s.get('reason', '-')}. Prompts go "
+         "through the backbone's chat template (training, benchmark and the official engine alike).", ""]
+    L += mode_table(b) + analysis(b, {"settings": s})[2:]
+    return L
+
+
+def exactness_section(quant, torch_rows, exact_bench):
+    """Spec-vs-plain mismatches per precision and runtime, and the exact mode where they are not zero."""
+    L = ["Speculative output vs the same model's plain greedy output, per precision. Cause where not zero: plain "
+         "decoding runs a 1-row pass and verification a K+1-row pass; their kernels (XNNPACK's dynamic int8/int4 "
+         "activation quantization, bf16 GEMM blocking) round differently and near-tie argmaxes flip. Exact mode runs "
+         "plain steps as row 0 of the verify pass (`--exact` in `mtplite generate`/`bench`, `exact=True` in the torch "
+         "reference), so both come from the same kernels.", "",
+         "| runtime | precision | generations | MTP ≠ plain | exact mode: MTP ≠ plain | exact plain step cost |",
+         "|---|---|---|---|---|---|"]
+    for r in (quant or {}).get("rows", []):
+        q = (r.get("quantization") or {}).get("backbone")
+        L.append(f"| LiteRT (ours) | {q} | {quant['prompts']} | {r['spec_vs_plain_mismatches']} | - | - |")
+    for b in exact_bench:
+        q = ((b.get("manifest") or {}).get("quantization") or {}).get("backbone")
+        L.append(f"| LiteRT (ours), --exact | {q} | {speculative_runs(b)} | - | {b['spec_vs_plain_mismatches']} | "
+                 "one verify pass |")
+    for r in (torch_rows or {}).get("rows", []):
+        L.append(f"| torch reference | {r['dtype']} | {r['prompts']} | {r['mtp_vs_plain_mismatches']} | "
+                 f"{r['exact_mtp_vs_exact_plain_mismatches']} | {r['plain_exact_cost']:.2f}x |")
+    return L + [""]
+
+
 def mode_table(bench):
     """Modes as rows (every bundle of the run), tasks as columns: tok/s over all tasks, speed vs the same bundle's
     plain decoding, and τ per task type."""
     t, tasks = bench["table"], bench["tasks"]
     q = (bench.get("manifest") or {}).get("quantization") or {}
     main = q.get("backbone", "?")
-    L = ["| mode | backbone | tok/s | vs plain (same bundle) | " + " | ".join(f"τ {x}" for x in tasks) + " |",
-         "|" + "---|" * (4 + len(tasks))]
+    L = ["| mode | backbone | tok/s | vs plain (same bundle) | tokens/pass | " + " | ".join(f"τ {x}" for x in tasks) + " |",
+         "|" + "---|" * (5 + len(tasks))]
     for m in bench["modes"]:
         base, _, n = m.partition("@")
         plain = f"plain@{n}" if n else "plain"
@@ -246,13 +289,14 @@ def mode_table(bench):
         label = base + (" (head trained against int8)" if hq else "")
         tps = t[m]["all"]["decode_tokens_per_s"] or 0
         ratio = tps / t[plain]["all"]["decode_tokens_per_s"] if t[plain]["all"]["decode_tokens_per_s"] else 0
-        L.append(f"| {label} | {bq} | {tps:.1f} | {ratio:.2f}x | " + " | ".join(
+        tpp = t[m]["all"].get("tokens_per_pass")
+        L.append(f"| {label} | {bq} | {tps:.1f} | {ratio:.2f}x | {f'{tpp:.2f}' if tpp else '-'} | " + " | ".join(
             f"{t[m][x]['accept_length']:.2f}" if t[m][x].get("accept_length") else "-" for x in tasks) + " |")
     e = bench.get("engine") or {}
     if "engine_mtp" in e:
         for k, name in (("engine_plain", "official engine, MTP off"), ("engine_mtp", "official engine, MTP on")):
             r = e[k]["decode_tokens_per_s"] / e["engine_plain"]["decode_tokens_per_s"]
-            L.append(f"| {name} | {main} | {e[k]['decode_tokens_per_s']:.1f} | {r:.2f}x | " + " | ".join("-" for _ in tasks) + " |")
+            L.append(f"| {name} | {main} | {e[k]['decode_tokens_per_s']:.1f} | {r:.2f}x | - | " + " | ".join("-" for _ in tasks) + " |")
     return L + [""]
 
 
@@ -287,6 +331,19 @@ def analysis(bench, man):
               ("hybrid τ >= 3.0 on summarize/rewrite/reply",
                ", ".join(f"{k} {t['hybrid'][k]['accept_length']:.2f}" for k in ("summarize", "rewrite", "reply")
                          if "hybrid" in t and t["hybrid"].get(k, {}).get("accept_length")))]
+    if "lookup" in t:
+        lose = [k for k in bench["tasks"] if k != "all" and (t["mtp"][k].get("accept_length") or 0)
+                < (t["lookup"][k].get("accept_length") or 0)]
+        checks.append(("head τ >= prompt lookup τ on every task type",
+                       "met" if not lose else "missed on " + ", ".join(
+                           f"{k} ({t['mtp'][k]['accept_length']:.2f} vs {t['lookup'][k]['accept_length']:.2f})"
+                           for k in lose)))
+    if "hybrid+gate" in t:
+        checks.append(("hybrid+gate τ >= 3.0 on summarize/rewrite/reply",
+                       ", ".join(f"{k} {t['hybrid+gate'][k]['accept_length']:.2f}" for k in ("summarize", "rewrite", "reply")
+                                 if t["hybrid+gate"].get(k, {}).get("accept_length"))))
+        checks.append(("hybrid+gate faster than lookup alone (all tasks)",
+                       f"{ra['hybrid+gate/plain']['all']:.2f}x vs {ra['lookup/plain']['all']:.2f}x"))
     if "mtp/standalone" in ra:
         checks.append(("MTP/standalone >= 1.3x", f"{ra['mtp/standalone'].get('all', 0):.2f}x (all tasks)"))
     checks.append(("MTP extra bytes <= 10% of the backbone, zero extra KV",
@@ -306,6 +363,25 @@ def analysis(bench, man):
     return L
 
 
+AUTO_FILES = {"timed": ["fresh_quickstart_bench.json", "fresh_quickstart_quick_bench.json"],
+              "quant": "quant_report.json", "soak": "soak-gemma-int8.json", "reliability": "reliability.json",
+              "fakequant": ["fakequant_int8.json", "fakequant_int4.json"], "copy_probe": "copy_probe.json",
+              "engine": ["bench.json", "bench_float_engine.json"], "extra": ["notes.json"],
+              "torch_mismatch": "torch_mismatch.json", "exact_bench": ["bench_exact_int8.json", "bench_exact_int4.json"]}
+
+
+def auto(a):
+    """Fill the arguments from the files a results dir holds (so the page, its test and the script agree)."""
+    run = Path(a.run_dir)
+    for key, names in AUTO_FILES.items():
+        if isinstance(names, list):
+            getattr(a, key).extend(str(run / n) for n in names if (run / n).exists())
+        elif getattr(a, key) is None and (run / names).exists():
+            setattr(a, key, str(run / names))
+    a.backbone_run += [str(d) for d in sorted(run.parent.iterdir()) if d != run and (d / "bench.json").exists()
+                       and (d / "head" / "head.json").exists()]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m mtplite.results")
     ap.add_argument("run_dir")
@@ -318,12 +394,21 @@ def main(argv=None):
     ap.add_argument("--fakequant", action="append", default=[], help="JSON of scripts/fakequant_match.py")
     ap.add_argument("--copy-probe", help="JSON of scripts/copy_probe.py")
     ap.add_argument("--engine", action="append", default=[], help="bench JSON with engine rows (one per bundle)")
+    ap.add_argument("--backbone-run", action="append", default=[],
+                    help="dir of another backbone's run (bench.json, head/head.json, manifest.json)")
+    ap.add_argument("--torch-mismatch", help="JSON of scripts/torch_mismatch.py")
+    ap.add_argument("--exact-bench", action="append", default=[], help="bench JSON of a `mtplite bench --exact` run")
+    ap.add_argument("--auto", action="store_true",
+                    help="take every known JSON in RUN_DIR (AUTO_FILES) and sibling runs of other backbones")
     a = ap.parse_args(argv)
+    if a.auto:
+        auto(a)
     extras = [json.loads(Path(e).read_text()) for e in a.extra]
     load = lambda f: json.loads(Path(f).read_text()) if f else None
     text = render(a.run_dir, extras, timed=[load(f) for f in a.timed], quant=load(a.quant), soak=load(a.soak),
                   reliability=load(a.reliability), fakequant=[load(f) for f in a.fakequant],
-                  copy=load(a.copy_probe), engine=[load(f) for f in a.engine])
+                  copy=load(a.copy_probe), engine=[load(f) for f in a.engine], backbones=a.backbone_run,
+                  torch_mismatch=load(a.torch_mismatch), exact_bench=[load(f) for f in a.exact_bench])
     write_text_atomic(a.out, text)
     png = Path(a.run_dir) / "bench.png"
     if png.exists():

@@ -27,13 +27,4 @@ mkdir -p "$R/head"
 cp "$W"/*.json "$W/bench.png" "$R/"
 cp "$RUN/head/head.json" "$R/head/"
 cp "$RUN/bundle-int8/android/manifest.json" "$R/manifest.json"
-TIMED_ARG=()
-for f in "$R/fresh_quickstart_bench.json" "$R/fresh_quickstart_quick_bench.json"; do
-  [ -f "$f" ] && TIMED_ARG+=(--timed "$f")
-done
-EXTRA=()
-[ -f "$R/notes.json" ] && EXTRA=(--extra "$R/notes.json")  # hand-written notes on the run, if any
-python -m mtplite.results "$R" --out BENCHMARKS.md "${TIMED_ARG[@]}" --quant "$R/quant_report.json" \
-  --soak "$R/soak-gemma-int8.json" --reliability "$R/reliability.json" --fakequant "$R/fakequant_int8.json" \
-  --fakequant "$R/fakequant_int4.json" --copy-probe "$R/copy_probe.json" --engine "$R/bench.json" \
-  --engine "$R/bench_float_engine.json" "${EXTRA[@]}"
+python -m mtplite.results "$R" --out BENCHMARKS.md --auto  # every known JSON in $R + sibling backbone runs

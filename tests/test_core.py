@@ -240,13 +240,7 @@ def test_benchmarks_page_is_rendered_from_the_committed_json():
     root = Path(__file__).resolve().parents[1]
     R = root / "results" / "gemma3-270m"
     out = Path(os.environ["MTPLITE_CACHE"]) / "BENCHMARKS.md"
-    args = [str(R), "--out", str(out)]
-    for f in ("fresh_quickstart_bench.json", "fresh_quickstart_quick_bench.json"):
-        args += ["--timed", str(R / f)]
-    args += ["--quant", str(R / "quant_report.json"), "--soak", str(R / "soak-gemma-int8.json"), "--reliability",
-             str(R / "reliability.json"), "--fakequant", str(R / "fakequant_int8.json"), "--fakequant",
-             str(R / "fakequant_int4.json"), "--copy-probe", str(R / "copy_probe.json"), "--engine",
-             str(R / "bench.json"), "--engine", str(R / "bench_float_engine.json"), "--extra", str(R / "notes.json")]
+    args = [str(R), "--out", str(out), "--auto"]
     main(args)
     machine = lambda text: [l for l in text.splitlines() if not l.startswith(("- CPU:", "- Python"))]
     assert machine(out.read_text()) == machine((root / "BENCHMARKS.md").read_text())
