@@ -17,6 +17,7 @@ INT8="$RUN/bundle-int8"
   --init-head "$RUN/head" --bf16 --budget-minutes "$QAT_MIN" --data-share 0.6 --max-new 96 --batch 16 --epochs 3 --lr 3e-4
 [ -f "$W/qat-int8/android/manifest.json" ] || mtplite export --backbone gemma3-270m --head "$W/qat-head" \
   --out "$W/qat-int8" --quant int8
+mtplite calibrate "$INT8"  # K and the head's confidence gate for this CPU (held-out training templates)
 mtplite bench "$INT8" --also float="$W/float" --also int4="$W/int4" --also qat_int8="$W/qat-int8" \
   --json "$W/bench.json" --plot "$W/bench.png"
 mtplite quant-report "$W/float" "$INT8" "$W/qat-int8" "$W/int4" --json "$W/quant_report.json"
@@ -25,3 +26,7 @@ python scripts/fakequant_match.py --backbone gemma3-270m --bundle "$W/int4" --js
 python scripts/copy_probe.py --backbone gemma3-270m --head "$RUN/head" \
   --data "$HOME/.cache/mtplite/distill/$(python -c 'import json,sys;print(json.load(open(sys.argv[1]))["backbone_fingerprint"])' "$RUN/head/head.json")-n96.jsonl" \
   --json "$W/copy_probe.json"
+# exactness per precision: LiteRT --exact on the quantized bundles, torch float32 / bf16 with and without exact mode
+mtplite bench "$INT8" --exact --modes plain,mtp --max-new-tokens 48 --no-engine --json "$W/bench_exact_int8.json"
+mtplite bench "$W/int4" --exact --modes plain,mtp --max-new-tokens 48 --no-engine --json "$W/bench_exact_int4.json"
+python scripts/torch_mismatch.py --backbone gemma3-270m --head "$RUN/head" --json "$W/torch_mismatch.json"
