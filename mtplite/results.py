@@ -182,7 +182,7 @@ def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliabilit
               f"layers {c['read_layers']}; draft vocabulary {c['draft_vocab_size']} (frequency-ranked)",
               f"- self-distilled training tokens: {head.get('train_generated_tokens')} over {head.get('train_sequences')} "
               f"sequences; training time {head.get('train_s', 0) / 60:.1f} min",
-              f"- held-out accept length (teacher-forced estimate) per epoch: "
+              "- held-out accept length (teacher-forced estimate) per epoch: "
               + ", ".join(f"{h['val_accept_length']:.2f}" for h in head.get("history", []))]
     L += ["", "## Bundle", ""]
     if man:
