@@ -98,7 +98,18 @@ def aggregate(recs):
                                 if all("backbone_passes" in r for r in recs) else None),
             "draft_ms_per_cycle": sum(r["draft_ms_per_cycle"] * r["cycles"] for r in recs) / cyc if cyc else None,
             "verify_ms_per_cycle": sum(r["verify_ms_per_cycle"] * r["cycles"] for r in recs) / cyc if cyc else None,
-            "generated_tokens": sum(r["tokens"] for r in recs), "prompts": len(recs)}
+            "generated_tokens": sum(r["tokens"] for r in recs), "prompts": len(recs),
+            "accepted_by_source": by_source(recs)}
+
+
+def by_source(recs):
+    """Hybrid modes: accepted drafts and cycles per drafter (lookup / head), summed over records."""
+    out = defaultdict(lambda: {"accepted": 0, "cycles": 0})
+    for r in recs:
+        for src, v in (r.get("accepted_by_source") or {}).items():
+            out[src]["accepted"] += v["accepted"]
+            out[src]["cycles"] += v["cycles"]
+    return dict(out)
 
 
 ENGINE_SCRIPT = r"""
@@ -276,6 +287,12 @@ def markdown(res):
               "tokens per backbone pass (all tasks; plain steps count, so lookup is not flattered): " + ", ".join(
                   f"{m} {res['table'][m]['all']['tokens_per_pass']:.2f}" for m in modes
                   if res["table"][m]["all"].get("tokens_per_pass"))]
+    for m in modes:
+        src = res["table"][m]["all"].get("accepted_by_source") or {}
+        if len(src) > 1 or (src and m.startswith("hybrid")):
+            lines.append(f"{m}: accepted drafts by source: " + ", ".join(
+                f"{k} {v['accepted']} in {v['cycles']} cycles (τ {1 + v['accepted'] / max(v['cycles'], 1):.2f})"
+                for k, v in sorted(src.items())))
     if res.get("min_prob"):
         lines.append(f"'+gate' modes: the head drafts only while its top probability is >= {res['min_prob']} "
                      "(settings.min_prob from mtplite calibrate)")
