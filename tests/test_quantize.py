@@ -46,6 +46,12 @@ def test_quantized_bundle_is_smaller_and_exact(recipe, dtype, factor, tmp_path_f
         mtp = G.run(ids, b.steps(), max_new_tokens=24, eos_ids=set(bb.eos_ids), K=3, cache_len=C)
         plain = G.run(ids, b.steps(), max_new_tokens=24, eos_ids=set(bb.eos_ids), K=0, cache_len=C)
         assert mtp["tokens"] == plain["tokens"], (recipe, p)
+    # exact mode, the one we claim 0 mismatches for on quantized Gemma: plain steps through the verify graph
+    ex = Bundle(q, threads=1, exact=True)
+    for p in PROMPTS[:6]:
+        ids = bb.encode(p)
+        runs = [G.run(ids, ex.steps(), max_new_tokens=24, eos_ids=set(bb.eos_ids), K=K, cache_len=C) for K in (0, 3)]
+        assert runs[0]["tokens"] == runs[1]["tokens"], (recipe, "exact", p)
 
 
 def test_silent_noop_recipes_are_refused(tmp_path):
