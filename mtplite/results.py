@@ -220,7 +220,7 @@ def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliabilit
     if engine:
         L += ["## Official engine", ""] + engine_section(engine)
     if torch_mismatch or exact_bench:
-        L += ["## Exactness per precision", ""] + exactness_section(quant, torch_mismatch, exact_bench)
+        L += ["## Exactness per precision", ""] + exactness_section(quant, torch_mismatch, exact_bench, backbones)
     if copy:
         L += ["## Copying", ""] + copy_section(copy)
     for bdir in backbones:
@@ -251,25 +251,32 @@ def backbone_section(run):
     return L
 
 
-def exactness_section(quant, torch_rows, exact_bench):
+def exactness_section(quant, torch_rows, exact_bench, backbones=()):
     """Spec-vs-plain mismatches per precision and runtime, and the exact mode where they are not zero."""
     L = ["Speculative output vs the same model's plain greedy output, per precision. Cause where not zero: plain "
          "decoding runs a 1-row pass and verification a K+1-row pass; their kernels (XNNPACK's dynamic int8/int4 "
          "activation quantization, bf16 GEMM blocking) round differently and near-tie argmaxes flip. Exact mode runs "
          "plain steps as row 0 of the verify pass (`--exact` in `mtplite generate`/`bench`, `exact=True` in the torch "
          "reference), so both come from the same kernels.", "",
-         "| runtime | precision | generations | MTP ≠ plain | exact mode: MTP ≠ plain | exact plain step cost |",
-         "|---|---|---|---|---|---|"]
+         "| backbone | runtime | precision | generations | MTP ≠ plain | exact mode: MTP ≠ plain | exact plain step cost |",
+         "|---|---|---|---|---|---|---|"]
+    name = (quant or {}).get("backbone") or (torch_rows or {}).get("backbone") or "-"
     for r in (quant or {}).get("rows", []):
         q = (r.get("quantization") or {}).get("backbone")
-        L.append(f"| LiteRT (ours) | {q} | {quant['prompts']} | {r['spec_vs_plain_mismatches']} | - | - |")
+        qat = " (head trained against int8)" if r.get("head_target_quant") else ""
+        L.append(f"| {name} | LiteRT (ours) | {q}{qat} | {quant['prompts']} | {r['spec_vs_plain_mismatches']} | - | - |")
     for b in exact_bench:
         q = ((b.get("manifest") or {}).get("quantization") or {}).get("backbone")
-        L.append(f"| LiteRT (ours), --exact | {q} | {speculative_runs(b)} | - | {b['spec_vs_plain_mismatches']} | "
-                 "one verify pass |")
+        L.append(f"| {name} | LiteRT (ours), --exact | {q} | {speculative_runs(b)} | - | {b['spec_vs_plain_mismatches']} "
+                 "| one verify pass |")
     for r in (torch_rows or {}).get("rows", []):
-        L.append(f"| torch reference | {r['dtype']} | {r['prompts']} | {r['mtp_vs_plain_mismatches']} | "
+        L.append(f"| {name} | torch reference | {r['dtype']} | {r['prompts']} | {r['mtp_vs_plain_mismatches']} | "
                  f"{r['exact_mtp_vs_exact_plain_mismatches']} | {r['plain_exact_cost']:.2f}x |")
+    for d in backbones:  # other backbones' main bench: every speculative mode against plain
+        b = json.loads((Path(d) / "bench.json").read_text())
+        q = ((b.get("manifest") or {}).get("quantization") or {}).get("backbone")
+        L.append(f"| {b['manifest'].get('backbone_spec')} | LiteRT (ours) | {q} | {speculative_runs(b)} | "
+                 f"{b['spec_vs_plain_mismatches']} | - | - |")
     return L + [""]
 
 
