@@ -34,6 +34,7 @@ def cmd_train(a):
     dev = pick_device(a.device)
     t0 = time.time()
     bb = load_backbone(a.backbone)
+    a.read_layers = _layers(a.read_layers, bb)  # checked before any distillation
     bb.model.to(dev)
     with dev:
         _train(a, bb, t0)
@@ -83,6 +84,7 @@ def _train(a, bb, t0):
         print("mtplite: keeping the trained head in --out; training only the standalone baseline", file=sys.stderr)
     if head is None:
         head, info = train_head(bb, train_rows, K=a.k, draft_vocab_size=a.draft_vocab, num_blocks=a.blocks,
+                                read_layers=a.read_layers,
                                 epochs=a.epochs, batch=a.batch, lr=a.lr, budget_s=left, seed=a.seed, val_rows=val_rows,
                                 log=lambda s: print(s, file=sys.stderr), dtype=dtype, init_head=init)
         bb.model.float()
@@ -102,6 +104,22 @@ def _train(a, bb, t0):
                               budget_s=a.standalone_minutes * 60 if a.standalone_minutes else None, seed=a.seed)
         save_standalone(sd.cpu(), a.out, bb.fingerprint)
         print(json.dumps({"out": a.out, "standalone": "standalone.safetensors", "seconds": round(time.time() - t0, 1)}))
+
+
+def _layers(spec, bb):
+    """--read-layers 5,11,17 -> [5, 11, 17], checked against the backbone; None = the default choice."""
+    from mtplite.errors import UserError
+
+    if not spec:
+        return None
+    try:
+        out = sorted({int(x) for x in spec.split(",")})
+    except ValueError:
+        out = []
+    n = bb.model.c.num_layers
+    if not out or not all(0 <= i < n for i in out):
+        raise UserError(f"--read-layers {spec}: give comma-separated layer indices in 0..{n - 1}")
+    return out
 
 
 def cmd_generate(a):
@@ -174,6 +192,8 @@ def main(argv=None):
     t.add_argument("--k", type=int, default=3)
     t.add_argument("--draft-vocab", type=int, default=4096)
     t.add_argument("--blocks", type=int, default=1)
+    t.add_argument("--read-layers", help="backbone layers whose KV the head reads, e.g. 5,11,16,17 (default: the last "
+                                        "global layer and the last sliding one)")
     t.add_argument("--budget-minutes", type=float, default=None)
     t.add_argument("--data-share", type=float, default=0.5, help="share of the budget for new self-distilled data")
     t.add_argument("--prompts", type=int, default=None, help="limit the prompt corpus")

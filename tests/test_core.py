@@ -159,6 +159,9 @@ def test_cli_bad_inputs(tmp_path):
     assert "--k" in msg
     msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), "--device", "tpu")[::2])
     assert "--device tpu" in msg
+    msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"),
+                                "--read-layers", "1,99")[::2])
+    assert "--read-layers 1,99" in msg
     if not torch.cuda.is_available():
         msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"),
                                     "--device", "cuda")[::2])
