@@ -172,7 +172,10 @@ def _manifest_fields(man, where):
     eos = _need(man, "eos_ids", list, where)
     if not all(isinstance(x, int) and 0 <= x < man["vocab_size"] for x in eos):
         raise UserError(f"{where}: 'eos_ids' must be token ids < vocab_size")
-    g = (man.get("settings") or {}).get("min_prob", 0.0) if isinstance(man.get("settings"), (dict, type(None))) else None
+    settings = man.get("settings")
+    if settings is not None and not isinstance(settings, dict):
+        raise UserError(f"{where}: field 'settings' must be an object; re-run `mtplite calibrate`")
+    g = (settings or {}).get("min_prob", 0.0)
     if isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 <= g <= 1:
         raise UserError(f"{where}: settings.min_prob = {g!r} must be a number in [0, 1]; re-run `mtplite calibrate`")
     return man

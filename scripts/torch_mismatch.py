@@ -12,6 +12,7 @@ import time
 
 import torch
 
+from mtplite.export.export import head_fingerprint
 from mtplite.model import generate as G
 from mtplite.model.head import load_head
 from mtplite.model.load import load_backbone
@@ -55,13 +56,14 @@ def main():
     torch.manual_seed(0)
     bb = load_backbone(a.backbone)
     head, _ = load_head(a.head, bb.fingerprint)
+    fp = head_fingerprint(head)  # before measure() casts it to the dtypes under test
     prompts = load_prompts(a.prompts or default_prompts())
     prompts = prompts[:: max(1, len(prompts) // a.limit)][: a.limit]  # spread over the task types
     rows = []
     for d in a.dtypes.split(","):
         rows.append(measure(bb, head, prompts, getattr(torch, d), a.max_new))
         print(json.dumps(rows[-1]), flush=True)
-    out = {"backbone": a.backbone, "head_fingerprint": head.fingerprint() if hasattr(head, "fingerprint") else None,
+    out = {"backbone": a.backbone, "head_fingerprint": fp,
            "max_new_tokens": a.max_new, "K": head.c.K, "rows": rows}
     if a.json:
         write_text_atomic(a.json, json.dumps(out, indent=1))
