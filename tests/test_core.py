@@ -266,3 +266,45 @@ def test_torch_exact_mode_in_bf16():
         assert runs[0]["tokens"] == runs[1]["tokens"], p
         cycles += runs[1]["cycles"]
     assert cycles > 0
+
+
+def test_training_prompts_share_no_framing_with_the_benchmark_prompts():
+    """Evaluating on templates seen in training flatters the head (issue #9): no training prompt may open with the same
+    two words or end on the same last line as a benchmark prompt. Fails on the retired framings if they come back."""
+    import json
+
+    from mtplite.data import RETIRED, training_prompts
+    from mtplite.runtime.bench import default_prompts
+
+    bench = [json.loads(line)["prompt"] for line in open(default_prompts())]
+
+    def opening(p):
+        return " ".join(p.split()[:2])
+
+    def last_line(p):
+        return p.rstrip(" \n").splitlines()[-1].strip() if "\n" in p.strip() else None
+
+    openings = {opening(p) for p in bench}
+    endings = {last_line(p) for p in bench} - {None}
+    rows = training_prompts()
+    assert len(rows) > 9000 and len({r["id"] for r in rows}) == len(rows)
+    clash = [r["prompt"] for r in rows if opening(r["prompt"]) in openings or last_line(r["prompt"]) in endings]
+    assert not clash, clash[:3]
+    assert not any(r["template"] in RETIRED for r in rows)
+
+
+def test_bf16_feature_cache_is_lossless():
+    """Training keeps epoch-0 features in the backbone's dtype to fit ~1M tokens in memory; that must not change
+    what later epochs train on."""
+    from mtplite.model.load import load_backbone
+    from mtplite.train.train import features, pack, unpack
+
+    bb = load_backbone("tiny:gemma3")
+    bb.model.to(torch.bfloat16)
+    rows = [{"tokens": [5, 9, 17, 3, 44, 8], "prompt_len": 3}, {"tokens": [7, 2, 30, 31], "prompt_len": 2}]
+    f = features(bb, rows, [0, 1], torch.bfloat16)
+    g = unpack(pack(f, torch.bfloat16))
+    assert g["act"].dtype == torch.float32 and pack(f, torch.bfloat16)["act"].dtype == torch.bfloat16
+    for k in ("act", "emb", "labels", "tokens", "ok"):
+        assert torch.equal(f[k], g[k]), k
+    assert all(torch.equal(a, c) and torch.equal(b, d) for (a, b), (c, d) in zip(f["kv"], g["kv"]))

@@ -82,6 +82,21 @@ def template_of(row_id):
     return row_id
 
 
+def pack(f, dtype):
+    """A features dict stored in `dtype` (lossless when the backbone ran in it); None stays None."""
+    if f is None or dtype == torch.float32:
+        return f
+    return {k: ([(a.to(dtype), b.to(dtype)) for a, b in v] if k == "kv" else v.to(dtype) if v.is_floating_point() else v)
+            for k, v in f.items()}
+
+
+def unpack(f):
+    if f is None:
+        return f
+    return {k: ([(a.float(), b.float()) for a, b in v] if k == "kv" else v.float() if v.is_floating_point() else v)
+            for k, v in f.items()}
+
+
 class Rollout(torch.nn.Module):
     """The K-step training rollout as one module call, so DistributedDataParallel sees one forward per step."""
 
@@ -203,15 +218,19 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
             if over.item():
                 stop = True
                 break
-            if bi not in cache:
+            if bi in cache:
+                f = unpack(cache[bi])
+            else:
                 # under DDP every rank takes its share of the rows of the same batch: with the loss normalised by
                 # the global count, the summed gradient equals the one-process gradient of the whole batch
                 mine = batches[bi][rank::world]
-                cache[bi] = features(backbone, [rows[i] for i in mine], c.read_layers, dtype) if mine else None
-            if cache[bi] is None:
+                f = features(backbone, [rows[i] for i in mine], c.read_layers, dtype) if mine else None
+                if epochs > 1:  # kept for the next epochs, in the backbone's dtype (1M tokens: 16 GB in float32)
+                    cache[bi] = pack(f, dtype)
+            if f is None:
                 total, count = sum(p.sum() * 0.0 for p in head.parameters()), 0
             else:
-                total, count = model(cache[bi])[:2]
+                total, count = model(f)[:2]
             n = torch.tensor(float(count))
             if ddp:  # DDP averages gradients over ranks: scale so the result is sum / global count
                 torch.distributed.all_reduce(n)

@@ -114,15 +114,96 @@ FORMATS_MORE = {
 }
 
 
+# More topics and a third family of framings, toward ~1M distilled tokens (issue #9). Rows of the first two families
+# over the original topics keep their ids, so distillation caches stay valid.
+TOPICS_MORE = [
+    "a cracked phone screen", "the best way to learn Spanish", "a solar panel installation", "a landlord raising the rent",
+    "a marathon training plan", "the first day at a new school", "a car that makes a strange noise", "a board game night",
+    "the town's summer festival", "a tax return that is overdue", "a sourdough starter", "a lost suitcase at the airport",
+    "a plumber who never showed up", "an electric scooter ban", "the history of the bicycle", "how volcanoes form",
+    "how a refrigerator keeps food cold", "the life cycle of a butterfly", "why cats purr", "how credit scores work",
+    "the rules of chess", "how airplanes stay in the air", "the Great Barrier Reef", "the invention of paper money",
+    "a yoga class for beginners", "a leaking roof after a storm", "a group project with a lazy teammate",
+    "a power bank that overheats", "a farmers' market on Saturday", "a new smartphone app for budgeting",
+    "a neighbour's barking dog", "a road closure downtown", "a vet appointment for an old dog", "a knitting circle",
+    "a home office setup", "a laptop that runs slowly", "the office coffee machine", "a promotion at work",
+    "a surprise inspection at the restaurant", "a snow day at school", "a missed connecting flight",
+    "a gym membership cancellation", "a broken bicycle chain", "a community garden plot", "a guitar lesson",
+    "a kitchen renovation", "a spilled coffee on a keyboard", "a podcast about space", "a reading list for summer",
+    "a tomato sauce recipe", "the planets of the solar system", "how rainbows form", "how the heart pumps blood",
+    "the Roman aqueducts", "the first moon landing", "how batteries store energy", "why we need sleep",
+    "the rules of basketball", "how recycling plants sort plastic", "how compound interest works",
+    "a wifi router that keeps disconnecting", "a delayed pizza delivery", "a carpool to work", "a stolen bicycle",
+    "a dinner party for eight", "an apartment viewing", "a school trip to the zoo", "a neighbourhood watch meeting",
+    "a hospital visiting hours change", "a bank card that was declined", "a ferry cancelled by fog",
+    "a forgotten password", "a conference talk next month", "a printer out of ink", "a new hire's onboarding",
+    "a water bill that doubled", "a tree that fell on a fence", "a jazz concert in the park", "a recipe for banana bread",
+    "a fundraiser for the animal shelter", "a drone photography hobby", "a lighthouse on a small island",
+    "a backup that failed overnight", "a road trip across the desert",
+]
+
+FORMATS_NEW = {
+    "summarize": [
+        "Voicemail transcript from {name}, about {topic}: \"so yeah, it's a whole thing, I'll explain later but "
+        "basically we need to decide soon.\"\nGist:",
+        "News brief: Officials commented today on {topic}. Residents reacted with a mix of worry and hope.\nBottom line:",
+        "Status update on {topic}, posted by {name} in the team channel.\nOne-line recap:",
+        "Long review of {topic}, five stars, by {name}.\nThe review in a nutshell:",
+    ],
+    "rewrite": [
+        "Reword this so it sounds friendlier: \"{topic} is not my problem, {name}.\"\nFriendlier:",
+        "Correct any errors: \"{name} dont know nothing about {topic} and they was wrong\"\nFixed:",
+        "Say it with fewer words: \"It is my belief that {topic} is something that we should all be thinking "
+        "about.\"\nConcise:",
+        "Change to active voice: \"{topic} was discussed by {name} at the meeting.\"\nActive voice:",
+    ],
+    "reply": [
+        "WhatsApp\n{name}: Hey! Sorry, was busy with {topic}. What's up?\nMe:",
+        "Comment on a blog post about {topic}: \"Great post, but I disagree with the last part.\"\nAuthor's reply:",
+        "{name} wrote on the family group chat: \"Who is handling {topic}?\"\nResponse:",
+        "Ticket #2231 ({topic})\nCustomer: This still isn't fixed.\nAgent:",
+    ],
+    "freeform": [
+        "Explain {topic} to a ten-year-old.\n\n",
+        "A short poem about {topic}:\n\n",
+        "Blog post: What {topic} taught me about patience\n\nLast spring,",
+        "Encyclopedia entry: {topic}.",
+    ],
+    "code": [
+        "// Go: a struct and a constructor for {topic}\npackage main\n\n",
+        "-- Lua: keep a tally of votes about {topic}\nlocal votes = {{}}\n",
+        "import unittest\n\nclass Test{name}(unittest.TestCase):\n    # tests for {topic}\n",
+        "# YAML config for the {topic} service\nservice:\n  name:",
+        "fn main() {{\n    // Rust: print a schedule for {topic}\n",
+    ],
+    "list": [
+        "Packing list ({topic}):\n*",
+        "To do today, re: {topic}\n1)",
+        "Questions to ask about {topic}:\n-",
+        "Timeline of {topic}\n- Day 1:",
+    ],
+}
+
+# Framings too close to the benchmark prompts' own ("Make this more formal: ... Formal version:", "Shorten this
+# sentence:", "Rewrite in plain English", "# Python: <task>\nimport x", a title then "\n1."): evaluating on templates
+# seen in training flatters the head, so these are skipped. They keep their index so every other cached id still
+# names its prompt.
+RETIRED = {"rewrite-0", "rewrite-1", "rewrite-3", "code-0", "freeform-m3", "list-m2"}
+
+
 def training_prompts(seed: int = 0, limit: int | None = None):
-    """All (format x topic x name) prompts, shuffled deterministically (~2,900). Each row names its `template`
-    (task + format), so validation can hold out whole templates."""
+    """All (format x topic x name) prompts, shuffled deterministically (~9,500). Each row names its `template`
+    (task + format), so validation can hold out whole templates; a template keeps its key across topic lists."""
     rows = []
-    for fams, tag in ((FORMATS, ""), (FORMATS_MORE, "m")):
+    for fams, tag in ((FORMATS, ""), (FORMATS_MORE, "m"), (FORMATS_NEW, "n")):
         for task, formats in fams.items():
-            for fi, (fmt, topic) in enumerate(itertools.product(formats, TOPICS)):
-                name = NAMES[(fi * 7) % len(NAMES)]
-                rows.append({"id": f"train-{task}-{tag}{fi:04d}", "task": task, "template": f"{task}-{tag}{fi // len(TOPICS)}",
-                             "prompt": fmt.format(topic=topic, name=name)})
+            for topics, ttag in ((TOPICS, ""), (TOPICS_MORE, "t")):
+                for fi, (fmt, topic) in enumerate(itertools.product(formats, topics)):
+                    template = f"{task}-{tag}{fi // len(topics)}"
+                    if template in RETIRED:
+                        continue
+                    name = NAMES[(fi * 7) % len(NAMES)]
+                    rows.append({"id": f"train-{task}-{tag}{ttag}{fi:04d}", "task": task, "template": template,
+                                 "prompt": fmt.format(topic=topic, name=name)})
     random.Random(seed).shuffle(rows)
     return rows[:limit] if limit else rows
