@@ -229,9 +229,38 @@ def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliabilit
         L += ["## Soak", ""] + soak_section(soak)
     if reliability:
         L += ["## Reliability", ""] + reliability_section(reliability)
+    exps = sorted(d for d in (run / "experiments").glob("*") if (d / "bench.json").exists() and (d / "head.json").exists())
+    if exps:
+        L += ["## Experiments", "", "Heads trained differently from the one above, each benched side by side with this "
+              "page's int8 bundle in one run.", ""]
+        for d in exps:
+            L += experiment_section(d)
     for extra in extra_runs:
         L += [f"## {extra['title']}", "", extra["body"], ""]
     return "\n".join(L)
+
+
+def experiment_section(exp):
+    """One dir under <run>/experiments: a head trained differently, benched side by side with the page's bundle
+    (`mtplite bench NEW --also NAME=PAGE_BUNDLE`), its head.json, manifest.json and optional copy_probe.json."""
+    exp = Path(exp)
+    b = json.loads((exp / "bench.json").read_text())
+    h = json.loads((exp / "head.json").read_text())
+    c = h["config"]
+    s = (json.loads((exp / "manifest.json").read_text()).get("settings") or {}) if (exp / "manifest.json").exists() else {}
+    L = [f"### {exp.name}", "",
+         f"Head: K={c['K']}, {c['num_blocks']} block(s) reading layers {c['read_layers']}, draft vocabulary "
+         f"{c['draft_vocab_size']}; {h.get('train_generated_tokens')} self-distilled tokens over "
+         f"{h.get('train_sequences')} sequences, trained {h.get('train_s', 0) / 60:.1f} min; held-out accept length "
+         "per epoch " + ", ".join(f"{x['val_accept_length']:.2f}" for x in h.get("history", [])) +
+         f"; calibrate: {s.get('reason', '-')}. Rows marked @NAME are the bundle NAME run in the same bench.", ""]
+    L += mode_table(b)
+    if (exp / "copy_probe.json").exists():
+        cp = json.loads((exp / "copy_probe.json").read_text())
+        L += [f"Copy probe ({cp['positions']} positions of {cp['held_out_rows']} held-out rows): head first draft right on "
+              f"{100 * cp['head_acc']:.1f}% of all positions, {100 * cp['head_acc_on_copyable']:.1f}% of copyable ones, "
+              f"{100 * cp['head_acc_when_no_match']:.1f}% where lookup has no match.", ""]
+    return L
 
 
 def backbone_section(run):
@@ -293,7 +322,7 @@ def mode_table(bench):
         plain = f"plain@{n}" if n else "plain"
         bq = (bench.get("extra_bundles", {}).get(n, {}).get("quantization") or {}).get("backbone") if n else main
         hq = bench.get("extra_bundles", {}).get(n, {}).get("head_target_quant") if n else None
-        label = base + (" (head trained against int8)" if hq else "")
+        label = base + (f" @{n}" if n else "") + (" (head trained against int8)" if hq else "")
         tps = t[m]["all"]["decode_tokens_per_s"] or 0
         ratio = tps / t[plain]["all"]["decode_tokens_per_s"] if t[plain]["all"]["decode_tokens_per_s"] else 0
         tpp = t[m]["all"].get("tokens_per_pass")
