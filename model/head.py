@@ -140,9 +140,16 @@ class MTPHead(nn.Module):
         return self.draft_head(a).float(), a
 
     def full_logits(self, draft_logits):
-        """Scatter draft logits back to the full vocabulary with a gather (export-friendly)."""
-        pad = torch.full(draft_logits.shape[:-1] + (1,), NEG_INF, dtype=draft_logits.dtype)
-        return torch.cat([draft_logits, pad], -1)[..., self.vocab_map.long()]
+        """Draft logits placed at their full-vocabulary ids, NEG_INF elsewhere (the contract's output).
+
+        A scatter of the N draft logits into a NEG_INF row, not a gather of V entries: in LiteRT the gather
+        (GATHER_ND over 262k ids) took ~1.7 ms of a ~3 ms Gemma drafter step, the scatter (STABLEHLO_SCATTER) ~0.5 ms.
+        """
+        lead = draft_logits.shape[:-1]
+        flat = draft_logits.reshape(-1, self.c.draft_vocab_size)
+        base = torch.full((flat.shape[0], self.c.vocab_size), NEG_INF, dtype=flat.dtype)
+        idx = self.draft_ids_t[None, :].expand(flat.shape[0], -1)
+        return base.scatter(1, idx, flat).reshape(*lead, self.c.vocab_size)
 
     def forward(self, activations, input_pos, mask, kv):
         """The exported signature: logits over the full vocabulary and projected_activations."""
