@@ -11,6 +11,7 @@ from collections import Counter
 
 import torch
 
+from mtplite.data import training_prompts
 from mtplite.model.head import load_head
 from mtplite.model.load import load_backbone
 from mtplite.paths import write_text_atomic
@@ -73,7 +74,10 @@ def main():
     a = ap.parse_args()
     bb = load_backbone(a.backbone)
     head, _ = load_head(a.head, bb.fingerprint)
-    _, held = split_rows(list(load_rows(a.data).values()))
+    # the corpus's own template names, so the held-out split is the one training used
+    corpus = {p["id"]: p for p in training_prompts()}
+    rows = [{**r, "template": corpus[r["id"]]["template"]} for r in load_rows(a.data).values() if r["id"] in corpus]
+    _, held = split_rows(rows)
     res = {"backbone": a.backbone, "head": a.head, "held_out_rows": min(a.rows, len(held)),
            **probe(bb, head, held[: a.rows])}
     print(json.dumps(res, indent=1))

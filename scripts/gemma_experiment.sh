@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# One head trained differently, measured against the page's int8 bundle in the same bench run, into
+# results/gemma3-270m/experiments/NAME (rendered by `python -m mtplite.results ... --auto`). The head and its bundle
+# stay in the cache dir (Gemma Terms); only numbers land in the repo.
+#   scripts/gemma_experiment.sh NAME HEAD_DIR [PAGE_BUNDLE]
+set -euo pipefail
+NAME=${1:?experiment name}; HEAD=${2:?trained head dir}
+PAGE=${3:-$HOME/.cache/mtplite/quickstart/gemma3-270m-run2/bundle-int8}
+E_DIR=$HOME/.cache/mtplite/experiments/$NAME
+R=results/gemma3-270m/experiments/$NAME
+mkdir -p "$E_DIR" "$R"
+[ -f "$E_DIR/bundle-int8/android/manifest.json" ] || mtplite export --backbone gemma3-270m --head "$HEAD" \
+  --out "$E_DIR/bundle-int8" --quant int8
+mtplite calibrate "$E_DIR/bundle-int8"
+mtplite bench "$E_DIR/bundle-int8" --modes plain,mtp,mtp+gate,lookup,hybrid,hybrid+gate --also page="$PAGE" \
+  --no-engine --json "$R/bench.json"
+FP=$(python -c 'import json,sys;print(json.load(open(sys.argv[1]))["backbone_fingerprint"])' "$HEAD/head.json")
+python scripts/copy_probe.py --backbone gemma3-270m --head "$HEAD" \
+  --data "$HOME/.cache/mtplite/distill/$FP-n96.jsonl" --json "$R/copy_probe.json"
+cp "$HEAD/head.json" "$R/head.json"
+cp "$E_DIR/bundle-int8/android/manifest.json" "$R/manifest.json"
+python -m mtplite.results results/gemma3-270m --out BENCHMARKS.md --auto
