@@ -200,9 +200,19 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
     order = sorted(range(len(rows)), key=lambda i: len(rows[i]["tokens"]))
     batches = [order[i : i + batch] for i in range(0, len(order), batch)]
     steps_total = epochs * len(batches)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / 20) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / max(1, steps_total)))))
     t0 = time.time()
+
+    def progress_at(s):
+        """Share of training done: by steps, or by time when a budget will end it first (so the cosine still anneals
+        to ~0 by the end; without a budget the schedule depends on steps only and stays deterministic). Not under
+        DDP: each rank's clock differs, and ranks stepping with different learning rates would drift apart."""
+        p = s / max(1, steps_total)
+        if budget_s and not ddp:
+            p = max(p, (time.time() - t0) / budget_s)
+        return min(1.0, p)
+
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / 20) * 0.5 * (1 + math.cos(math.pi * progress_at(s))))
     cache = {}
     best = (-1.0, None)
     history = []
