@@ -2,17 +2,19 @@
 # One head trained differently, measured against the page's int8 bundle in the same bench run, into
 # results/gemma3-270m/experiments/NAME (rendered by `python -m mtplite.results ... --auto`). The head and its bundle
 # stay in the cache dir (Gemma Terms); only numbers land in the repo.
-#   scripts/gemma_experiment.sh NAME HEAD_DIR [PAGE_BUNDLE]
+#   scripts/gemma_experiment.sh NAME HEAD_DIR [PAGE_BUNDLE] [NAME2=BUNDLE2 ...]   (more bundles in the same bench)
 set -euo pipefail
 NAME=${1:?experiment name}; HEAD=${2:?trained head dir}
 PAGE=${3:-$HOME/.cache/mtplite/quickstart/gemma3-270m-run2/bundle-int8}
+ALSO=(--also page="$PAGE")
+for x in "${@:4}"; do ALSO+=(--also "$x"); done
 E_DIR=$HOME/.cache/mtplite/experiments/$NAME
 R=results/gemma3-270m/experiments/$NAME
 mkdir -p "$E_DIR" "$R"
 [ -f "$E_DIR/bundle-int8/android/manifest.json" ] || mtplite export --backbone gemma3-270m --head "$HEAD" \
   --out "$E_DIR/bundle-int8" --quant int8
 mtplite calibrate "$E_DIR/bundle-int8"
-mtplite bench "$E_DIR/bundle-int8" --modes plain,mtp,mtp+gate,lookup,hybrid,hybrid+gate --also page="$PAGE" \
+mtplite bench "$E_DIR/bundle-int8" --modes plain,mtp,mtp+gate,lookup,hybrid,hybrid+gate "${ALSO[@]}" \
   --no-engine --json "$R/bench.json"
 FP=$(python -c 'import json,sys;print(json.load(open(sys.argv[1]))["backbone_fingerprint"])' "$HEAD/head.json")
 python scripts/copy_probe.py --backbone gemma3-270m --head "$HEAD" \
