@@ -240,19 +240,27 @@ def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliabilit
     return "\n".join(L)
 
 
+def load_run(d, head_json):
+    """bench.json, head.json and the manifest's calibrated settings ({} without a manifest) of a run dir."""
+    man = d / "manifest.json"
+    settings = (json.loads(man.read_text()).get("settings") or {}) if man.exists() else {}
+    return json.loads((d / "bench.json").read_text()), json.loads(Path(head_json).read_text()), settings
+
+
+def head_summary(h):
+    c = h["config"]
+    return (f"Head: K={c['K']}, {c['num_blocks']} block(s) reading layers {c['read_layers']}, draft vocabulary "
+            f"{c['draft_vocab_size']}; {h.get('train_generated_tokens')} self-distilled tokens over "
+            f"{h.get('train_sequences')} sequences, trained {h.get('train_s', 0) / 60:.1f} min")
+
+
 def experiment_section(exp):
     """One dir under <run>/experiments: a head trained differently, benched side by side with the page's bundle
     (`mtplite bench NEW --also NAME=PAGE_BUNDLE`), its head.json, manifest.json and optional copy_probe.json."""
     exp = Path(exp)
-    b = json.loads((exp / "bench.json").read_text())
-    h = json.loads((exp / "head.json").read_text())
-    c = h["config"]
-    s = (json.loads((exp / "manifest.json").read_text()).get("settings") or {}) if (exp / "manifest.json").exists() else {}
+    b, h, s = load_run(exp, exp / "head.json")
     L = [f"### {exp.name}", "",
-         f"Head: K={c['K']}, {c['num_blocks']} block(s) reading layers {c['read_layers']}, draft vocabulary "
-         f"{c['draft_vocab_size']}; {h.get('train_generated_tokens')} self-distilled tokens over "
-         f"{h.get('train_sequences')} sequences, trained {h.get('train_s', 0) / 60:.1f} min; held-out accept length "
-         "per epoch " + ", ".join(f"{x['val_accept_length']:.2f}" for x in h.get("history", [])) +
+         head_summary(h) + "; held-out accept length per epoch " + ", ".join(f"{x['val_accept_length']:.2f}" for x in h.get("history", [])) +
          f"; calibrate: {s.get('reason', '-')}. Rows marked @NAME are the bundle NAME run in the same bench.", ""]
     L += mode_table(b)
     if (exp / "copy_probe.json").exists():
@@ -266,14 +274,9 @@ def experiment_section(exp):
 def backbone_section(run):
     """A second backbone's run (a quickstart dir with bench.json, head/head.json): head, per-task modes, targets."""
     run = Path(run)
-    b = json.loads((run / "bench.json").read_text())
-    h = json.loads((run / "head" / "head.json").read_text())
-    c = h["config"]
-    s = (json.loads((run / "manifest.json").read_text()).get("settings") or {}) if (run / "manifest.json").exists() else {}
+    b, h, s = load_run(run, run / "head" / "head.json")
     L = [f"## Second backbone: {b['manifest'].get('backbone_spec')}", "",
-         f"Head: K={c['K']}, {c['num_blocks']} block(s) reading layers {c['read_layers']}, draft vocabulary "
-         f"{c['draft_vocab_size']}; {h.get('train_generated_tokens')} self-distilled tokens over "
-         f"{h.get('train_sequences')} sequences, trained {h.get('train_s', 0) / 60:.1f} min; bundle "
+         head_summary(h) + "; bundle "
          f"{(b['manifest'].get('quantization') or {}).get('backbone')}; calibrate: {s.get('reason', '-')}. Prompts go "
          "through the backbone's chat template (training, benchmark and the official engine alike).", ""]
     L += mode_table(b) + analysis(b, {"settings": s})[2:]

@@ -92,16 +92,16 @@ def distill(backbone, prompts, out_path, max_new=64, batch=8, dtype=torch.float3
     t0 = time.time()
     # sort by length within windows of 16 batches: little padding per batch, and a run cut short by its budget has
     # still covered the corpus in its (shuffled) order instead of only its shortest prompts
+    seq = {p["id"]: format_prompt(backbone, p["prompt"]) for p in todo}  # tokenized once, for sorting and batches
     win = batch * 16
-    todo = [p for i in range(0, len(todo), win)
-            for p in sorted(todo[i : i + win], key=lambda p: len(format_prompt(backbone, p["prompt"])))]
+    todo = [p for i in range(0, len(todo), win) for p in sorted(todo[i : i + win], key=lambda p: len(seq[p["id"]]))]
     bar = tqdm(total=len(todo), desc="self-distill", unit="prompt", disable=not progress)
     with open(out_path, "a") as f:
         for i in range(0, len(todo), batch):
             if budget_s and time.time() - t0 > budget_s:
                 break
             chunk = todo[i : i + batch]
-            seqs = [format_prompt(backbone, p["prompt"]) for p in chunk]
+            seqs = [seq[p["id"]] for p in chunk]
             conts = greedy_batch(dec, seqs, max_new, set(backbone.eos_ids), dtype)
             for p, s, c in zip(chunk, seqs, conts):
                 r = {"id": p["id"], "task": p["task"], "prompt_len": len(s), "tokens": s + c}
