@@ -47,12 +47,16 @@ class HeadConfig:
 
 
 def default_read_layers(c):
-    """The last global-attention layer and, where the backbone has sliding layers, the last sliding one."""
-    glob = [i for i in range(c.num_layers) if not c.sliding_window[i]]
+    """Three global-attention layers spread over the depth (a third, two thirds, the last; every layer counts as
+    global on backbones without sliding windows) and, where there are sliding layers, the last sliding one.
+
+    Reading earlier layers as well as the last two measured better on Gemma 3 270M: same data and training time,
+    τ 1.56 -> 1.76 on the benchmark prompts for +1.9 ms of drafting per cycle (notes/PERF.md)."""
+    glob = [i for i in range(c.num_layers) if not c.sliding_window[i]] or list(range(c.num_layers))
     slid = [i for i in range(c.num_layers) if c.sliding_window[i]]
-    out = [glob[-1]] if glob else []
+    out = {glob[(j + 1) * len(glob) // 3 - 1] for j in range(3)}
     if slid:
-        out.append(slid[-1])
+        out.add(slid[-1])
     return sorted(out)
 
 

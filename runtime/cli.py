@@ -81,7 +81,7 @@ def cmd_bench(a):
     for x in a.also:
         name, _, d = x.partition("=")
         if not d or not name.isidentifier():
-            raise UserError(f"--also {x}: write NAME=DIR, e.g. --also float=out-float")
+            raise UserError(f"--also {x}: write NAME=DIR, NAME of letters, digits and _ (e.g. --also float=out-float)")
         also.append((name, d))
     res = bench(a.out, prompts, max_new=a.max_new_tokens, modes=modes, threads=a.threads, engine=not a.no_engine,
                 exact=a.exact, also=also)
