@@ -66,7 +66,9 @@ def cmd_quickstart(a):
         dev = pick_device(a.device)
         bb.model.to(dev)
         with dev:  # as in `mtplite train`: every tensor distill/train create lands on dev
-            rows = distill(bb, prompts, data, max_new=a.max_new, batch=16, dtype=dtype, budget_s=budget * 60 * 0.55)
+            # bf16 batch 64: the 262k-row LM head runs ~2x the rows/s of batch 16 (notes/PERF.md, session 4)
+            rows = distill(bb, prompts, data, max_new=a.max_new, batch=64 if bf16 else 16, dtype=dtype,
+                           budget_s=budget * 60 * 0.55)
             t = lap("distill", t)
             tr, va = split_rows(rows)
             left = budget * 60 - (time.time() - t0)
