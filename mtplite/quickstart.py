@@ -56,7 +56,8 @@ def cmd_quickstart(a):
         except UserError as e:
             log(f"cached head unusable ({e}); retraining")
     if head is None:
-        bf16 = bb.model.c.vocab_size > 100_000  # large vocabularies: bf16 distillation is 2-3x faster on CPU
+        # real backbones (Gemma 262k, SmolLM2 49k vocab): bf16 distils 1.7-3x faster on CPU (notes/PERF.md)
+        bf16 = bb.model.c.vocab_size > 32_000
         dtype = torch.bfloat16 if bf16 else torch.float32
         if bf16:
             bb.model.to(dtype)
