@@ -138,6 +138,17 @@ def copy_section(c):
             "lookup in the modes table above), so far more and more varied self-distillation data for the head.", ""]
 
 
+def match_length_rows(c):
+    """The copy probe split by the length of the n-gram lookup matched on (0 = no match), when it has that split."""
+    by = c.get("by_match_length")
+    if not by:
+        return []
+    name = {"0": "no earlier match", "1": "1-token match", "2": "2-token match", "3": "3-token match"}
+    return (["| lookup's match | share | head first draft right | lookup first draft right |", "|---|---|---|---|"]
+            + [f"| {name[m]} | {v['share']:.3f} | {v['head_acc']:.3f} | "
+               + (f"{v['lookup_acc']:.3f} |" if m != "0" else "- |") for m, v in sorted(by.items())] + [""])
+
+
 def speculative_runs(bench):
     """Speculative generations of the main bundle in a bench run (every non-plain mode without an @bundle)."""
     return (len([m for m in bench["modes"] if "@" not in m]) - 1) * bench["table"]["plain"]["all"]["prompts"]
@@ -267,7 +278,7 @@ def experiment_section(exp):
         cp = json.loads((exp / "copy_probe.json").read_text())
         L += [f"Copy probe ({cp['positions']} positions of {cp['held_out_rows']} held-out rows): head first draft right on "
               f"{100 * cp['head_acc']:.1f}% of all positions, {100 * cp['head_acc_on_copyable']:.1f}% of copyable ones, "
-              f"{100 * cp['head_acc_when_no_match']:.1f}% where lookup has no match.", ""]
+              f"{100 * cp['head_acc_when_no_match']:.1f}% where lookup has no match.", ""] + match_length_rows(cp)
     return L
 
 

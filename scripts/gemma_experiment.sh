@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One head trained differently, measured against the page's int8 bundle in the same bench run, into
 # results/gemma3-270m/experiments/NAME (rendered by `python -m mtplite.results ... --auto`). The head and its bundle
-# stay in the cache dir (Gemma Terms); only numbers land in the repo.
+# stay in the cache dir (Gemma Terms); only numbers land in the repo. A rerun redoes the bench only (delete
+# $R/copy_probe.json or the cached bundle to redo those).
 #   scripts/gemma_experiment.sh NAME HEAD_DIR [PAGE_BUNDLE] [NAME2=BUNDLE2 ...]   (more bundles in the same bench)
 set -euo pipefail
 NAME=${1:?experiment name}; HEAD=${2:?trained head dir}
@@ -17,7 +18,7 @@ mtplite calibrate "$E_DIR/bundle-int8"
 mtplite bench "$E_DIR/bundle-int8" --modes plain,mtp,mtp+gate,lookup,hybrid,hybrid+gate "${ALSO[@]}" \
   --no-engine --json "$R/bench.json"
 FP=$(python -c 'import json,sys;print(json.load(open(sys.argv[1]))["backbone_fingerprint"])' "$HEAD/head.json")
-python scripts/copy_probe.py --backbone gemma3-270m --head "$HEAD" \
+[ -f "$R/copy_probe.json" ] || python scripts/copy_probe.py --backbone gemma3-270m --head "$HEAD" \
   --data "$HOME/.cache/mtplite/distill/$FP-n96.jsonl" --json "$R/copy_probe.json"
 cp "$HEAD/head.json" "$R/head.json"
 cp "$E_DIR/bundle-int8/android/manifest.json" "$R/manifest.json"

@@ -324,3 +324,16 @@ def test_default_read_layers():
         for sw in ([0] * n, [0 if i % 2 else 4096 for i in range(n)], [4096] * (n - 1) + [0]):
             got = default_read_layers(SimpleNamespace(num_layers=n, sliding_window=sw))
             assert 1 <= len(got) <= 4 and got == sorted(set(got)) and all(0 <= i < n for i in got) and n - 1 in got
+
+
+def test_hybrid_leaves_one_token_matches_to_the_head():
+    from mtplite.runtime.lookup import lookup, lookup_steps
+
+    assert lookup([7, 5, 7], 3) == [5, 7, 7] and lookup([7, 5, 7], 3, min_ngram=2) is None
+    assert lookup([1, 2, 3, 4, 5, 9, 2, 3], 2, min_ngram=2) == [4, 5]
+    head = lambda tok, act, pos, k: [0] * k
+    for hist, want in (([7, 5, 7], ("head", [0, 0, 0])), ([1, 2, 3, 9, 2, 3], ("lookup", [9, 2, 3]))):
+        (_, _, _, draft), src = lookup_steps((None, None, None, head), hist, mode="hybrid")
+        assert draft(hist[-1], None, len(hist), 3) == want[1] and src == [want[0]]
+    (_, _, _, draft), src = lookup_steps((None, None, None, head), [7, 5, 7], mode="lookup")
+    assert draft(7, None, 3, 3) == [5, 7, 7] and src == ["lookup"]

@@ -129,9 +129,9 @@ fun generate(
 }
 
 /** Prompt lookup: the k tokens after the latest earlier match of the last 3/2/1 tokens, or null. */
-fun lookup(history: List<Int>, k: Int, maxNgram: Int = 3): IntArray? {
+fun lookup(history: List<Int>, k: Int, maxNgram: Int = 3, minNgram: Int = 1): IntArray? {
     val l = history.size
-    for (n in minOf(maxNgram, l - 1) downTo 1) {
+    for (n in minOf(maxNgram, l - 1) downTo minNgram) {
         val tail = history.subList(l - n, l)
         for (s in l - n - 1 downTo 0) {
             if (history.subList(s, s + n) == tail) {
@@ -151,8 +151,8 @@ fun chooseK(decodeMs: Double, verifyMs: Double, drafterStepMs: Double, acceptanc
 }
 
 /**
- * Hybrid drafting, as mtplite.runtime.lookup: prompt lookup when the history has a match, else the MTP head
- * (or, with `head = null`, a plain step). `history` must hold the prompt and every emitted token (pass
+ * Hybrid drafting, as mtplite.runtime.lookup: prompt lookup when the history matches on 2 or more tokens, else the
+ * MTP head (the head beats a 1-token copy); with `head = null`, plain prompt lookup (any match, else a plain step). `history` must hold the prompt and every emitted token (pass
  * `onToken = hybrid::record` to generate()). `sources` records which drafter served each cycle.
  */
 class HybridDrafter(prompt: IntArray, private val head: Drafter?) : Drafter {
@@ -160,7 +160,7 @@ class HybridDrafter(prompt: IntArray, private val head: Drafter?) : Drafter {
     val sources = ArrayList<String>()
     fun record(token: Int) { history.add(token) }
     override fun draft(token: Int, activation: FloatArray, pos: Int, k: Int): IntArray? {
-        lookup(history, k)?.let { sources.add("lookup"); return it }
+        lookup(history, k, minNgram = if (head == null) 1 else 2)?.let { sources.add("lookup"); return it }
         if (head == null) return null
         sources.add("head")
         return head.draft(token, activation, pos, k)

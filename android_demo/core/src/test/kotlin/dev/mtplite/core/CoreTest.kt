@@ -58,6 +58,8 @@ class CoreTest {
         assertEquals(listOf(4, 5), lookup(listOf(1, 2, 3, 4, 5, 9, 2, 3), 2)!!.toList())
         assertEquals(listOf(5, 7, 7), lookup(listOf(7, 5, 7), 3)!!.toList())
         assertNull(lookup(listOf(1, 2, 3), 2))
+        assertNull(lookup(listOf(7, 5, 7), 3, minNgram = 2))  // hybrid leaves 1-token matches to the head
+        assertEquals(listOf(4, 5), lookup(listOf(1, 2, 3, 4, 5, 9, 2, 3), 2, minNgram = 2)!!.toList())
     }
 
     @Test fun hybridIsExactAndUsesBothSources() {
