@@ -196,6 +196,14 @@ def export(backbone, head, head_doc, out, cache_len=512, prefill_lengths=(32, 12
         raise UserError(f"--cache-length {cache_len} must be >= the largest prefill length {max(prefill_lengths)}")
     if K < 1:
         raise UserError(f"K={K}: must be >= 1")
+    from mtplite.model.load import fingerprint
+
+    # the bundle records the backbone's fingerprint as the deployed one: refuse weights that drifted in memory
+    # (a bf16 round trip for fast distillation changed SmolLM2's outputs before quickstart kept a float copy)
+    now = fingerprint(backbone.model.float())
+    if now != backbone.fingerprint:
+        raise UserError(f"{backbone.spec}: the backbone's weights in memory (fingerprint {now}) are not the loaded "
+                        f"ones ({backbone.fingerprint}); export from a freshly loaded backbone")
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob(".export-tmp-*"):  # left by an export that was killed: nothing in it was ever final
         shutil.rmtree(old, ignore_errors=True)

@@ -3,6 +3,8 @@
 Every step writes into a cache dir (default ~/.cache/mtplite/quickstart/<backbone>) and is skipped on a re-run when
 its output is already there and matches the backbone, so an interrupted quickstart resumes.
 """
+import copy
+import dataclasses
 import json
 import os
 import sys
@@ -59,23 +61,24 @@ def cmd_quickstart(a):
         # real backbones (Gemma 262k, SmolLM2 49k vocab): bf16 distils 1.7-3x faster on CPU (notes/PERF.md)
         bf16 = bb.model.c.vocab_size > 32_000
         dtype = torch.bfloat16 if bf16 else torch.float32
-        if bf16:
-            bb.model.to(dtype)
+        # distil and train on a bf16 copy: the float weights are what gets exported, bit for bit
+        work = dataclasses.replace(bb, model=copy.deepcopy(bb.model).to(dtype)) if bf16 else bb
         data = cache_dir() / "distill" / f"{bb.fingerprint}-n{a.max_new}.jsonl"
         data.parent.mkdir(parents=True, exist_ok=True)
         prompts = training_prompts(limit=300 if quick else None)
         dev = pick_device(a.device)
-        bb.model.to(dev)
+        work.model.to(dev)
         with dev:  # as in `mtplite train`: every tensor distill/train create lands on dev
             # bf16 batch 64: the 262k-row LM head runs ~2x the rows/s of batch 16 (notes/PERF.md, session 4)
-            rows = distill(bb, prompts, data, max_new=a.max_new, batch=64 if bf16 else 16, dtype=dtype,
+            rows = distill(work, prompts, data, max_new=a.max_new, batch=64 if bf16 else 16, dtype=dtype,
                            budget_s=budget * 60 * 0.55)
             t = lap("distill", t)
             tr, va = split_rows(rows)
             left = budget * 60 - (time.time() - t0)
-            head, info = train_head(bb, tr, K=a.k, draft_vocab_size=a.draft_vocab, epochs=6, batch=8, lr=1e-3,
+            head, info = train_head(work, tr, K=a.k, draft_vocab_size=a.draft_vocab, epochs=6, batch=8, lr=1e-3,
                                     budget_s=max(left, 30), val_rows=va, dtype=dtype, log=log)
-        bb.model.float().cpu()
+        del work
+        bb.model.cpu()
         head.cpu()
         t = lap("train", t)
         n_tok = sum(len(r["tokens"]) - r["prompt_len"] for r in tr)

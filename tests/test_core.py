@@ -337,3 +337,18 @@ def test_hybrid_leaves_one_token_matches_to_the_head():
         assert draft(hist[-1], None, len(hist), 3) == want[1] and src == [want[0]]
     (_, _, _, draft), src = lookup_steps((None, None, None, head), [7, 5, 7], mode="lookup")
     assert draft(7, None, 3, 3) == [5, 7, 7] and src == ["lookup"]
+
+
+def test_export_refuses_a_backbone_whose_weights_drifted(tmp_path):
+    """A bf16 round trip (fast distillation) changes the weights: export must refuse rather than ship them under the
+    loaded backbone's fingerprint. quickstart distils on a bf16 copy, so its export sees the loaded weights."""
+    from mtplite.errors import UserError
+    from mtplite.export.export import export
+    from mtplite.model.load import load_backbone
+
+    _, head, *_ = trained("tiny:gemma3")
+    bb = load_backbone("tiny:gemma3")
+    bb.model.to(torch.bfloat16).float()
+    with pytest.raises(UserError, match="not the loaded ones"):
+        export(bb, head, {}, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
