@@ -312,14 +312,14 @@ def test_bf16_feature_cache_is_lossless():
 
 def test_default_read_layers():
     """Gemma 3 270M's layout (global every 6th of 18) -> its 3 global layers + the last sliding one; a 30-layer
-    full-attention backbone (SmolLM2) -> thirds of the depth; never more than 4 layers, never out of range."""
+    full-attention backbone (SmolLM2) -> its last layer; never more than 4 layers, never out of range."""
     from types import SimpleNamespace
 
     from mtplite.model.head import default_read_layers
 
     gemma = SimpleNamespace(num_layers=18, sliding_window=[0 if i % 6 == 5 else 512 for i in range(18)])
     assert default_read_layers(gemma) == [5, 11, 16, 17]
-    assert default_read_layers(SimpleNamespace(num_layers=30, sliding_window=[0] * 30)) == [9, 19, 29]
+    assert default_read_layers(SimpleNamespace(num_layers=30, sliding_window=[0] * 30)) == [29]
     for n in range(1, 40):
         for sw in ([0] * n, [0 if i % 2 else 4096 for i in range(n)], [4096] * (n - 1) + [0]):
             got = default_read_layers(SimpleNamespace(num_layers=n, sliding_window=sw))
