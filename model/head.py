@@ -52,7 +52,8 @@ def default_read_layers(c):
 
     On Gemma 3 270M the spread read measured τ 1.56 -> 1.76 over the last two layers alone (same data and training
     time) for +1.9 ms of drafting per cycle. On SmolLM2 (30 full-attention layers) reading 9, 19, 29 made the drafter
-    step 0.05 -> 0.12 of a decode step for τ 1.42 -> 1.52 with 6x the data: MTP/plain 1.09x -> 0.90x (notes/PERF.md)."""
+    step 0.05 -> 0.12 of a decode step for τ 1.42 -> 1.52 with 6x the data: MTP/plain 1.09x -> 0.90x
+    (notes/PERF.md)."""
     glob = [i for i in range(c.num_layers) if not c.sliding_window[i]]
     slid = [i for i in range(c.num_layers) if c.sliding_window[i]]
     if not slid:

@@ -271,7 +271,8 @@ def experiment_section(exp):
     exp = Path(exp)
     b, h, s = load_run(exp, exp / "head.json")
     L = [f"### {exp.name}", "",
-         head_summary(h) + "; held-out accept length per epoch " + ", ".join(f"{x['val_accept_length']:.2f}" for x in h.get("history", [])) +
+         head_summary(h) + "; held-out accept length per epoch "
+         + ", ".join(f"{x['val_accept_length']:.2f}" for x in h.get("history", [])) +
          f"; calibrate: {s.get('reason', '-')}. Rows marked @NAME are the bundle NAME run in the same bench.", ""]
     L += mode_table(b)
     if (exp / "copy_probe.json").exists():

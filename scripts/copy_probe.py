@@ -44,10 +44,10 @@ def probe(bb, head, rows, batch=8):
                 c["positions"] += 1
                 c["head_right"] += head_ok
                 # the length of the n-gram lookup matched on: its 1-token matches are far less reliable
-                n = next((n for n in (3, 2, 1) if lookup(hist, 1, min_ngram=n) is not None), 0)
-                c[f"ngram{n}"] += 1
-                c[f"head_right_ngram{n}"] += head_ok
-                c[f"lookup_right_ngram{n}"] += lk is not None and lk[0] == lab
+                m = next((m for m in (3, 2, 1) if lookup(hist, 1, min_ngram=m) is not None), 0)
+                c[f"ngram{m}"] += 1
+                c[f"head_right_ngram{m}"] += head_ok
+                c[f"lookup_right_ngram{m}"] += lk is not None and lk[0] == lab
                 if lk is None:
                     c["no_match"] += 1
                     c["head_right_no_match"] += head_ok
@@ -67,7 +67,8 @@ def probe(bb, head, rows, batch=8):
             "head_acc_on_copyable": n("head_right_copyable", "copyable"),
             "head_acc_when_copy_wrong": c["head_right_match_wrong_copy"] / max(c["match"] - c["copyable"], 1),
             "head_acc_when_no_match": n("head_right_no_match", "no_match"),
-            "by_match_length": {m: {"share": n(f"ngram{m}", "positions"), "head_acc": n(f"head_right_ngram{m}", f"ngram{m}"),
+            "by_match_length": {m: {"share": n(f"ngram{m}", "positions"),
+                                    "head_acc": n(f"head_right_ngram{m}", f"ngram{m}"),
                                     "lookup_acc": n(f"lookup_right_ngram{m}", f"ngram{m}")} for m in (0, 1, 2, 3)},
             "counts": dict(c)}
 

@@ -150,17 +150,22 @@ fun chooseK(decodeMs: Double, verifyMs: Double, drafterStepMs: Double, acceptanc
     return if (speedup > 1.05) k else null
 }
 
+/** Shortest lookup match hybrid drafting copies (as mtplite.runtime.lookup): the head beats a 1-token copy. */
+const val HYBRID_MIN_NGRAM = 2
+
 /**
- * Hybrid drafting, as mtplite.runtime.lookup: prompt lookup when the history matches on 2 or more tokens, else the
- * MTP head (the head beats a 1-token copy); with `head = null`, plain prompt lookup (any match, else a plain step). `history` must hold the prompt and every emitted token (pass
- * `onToken = hybrid::record` to generate()). `sources` records which drafter served each cycle.
+ * Hybrid drafting, as mtplite.runtime.lookup: prompt lookup when the history matches on [HYBRID_MIN_NGRAM] or more
+ * tokens, else the MTP head; with `head = null`, plain prompt lookup (any match, else a plain step). `history` must
+ * hold the prompt and every emitted token (pass `onToken = hybrid::record` to generate()). `sources` records which
+ * drafter served each cycle.
  */
 class HybridDrafter(prompt: IntArray, private val head: Drafter?) : Drafter {
     val history = prompt.toMutableList()
     val sources = ArrayList<String>()
     fun record(token: Int) { history.add(token) }
     override fun draft(token: Int, activation: FloatArray, pos: Int, k: Int): IntArray? {
-        lookup(history, k, minNgram = if (head == null) 1 else 2)?.let { sources.add("lookup"); return it }
+        val minNgram = if (head == null) 1 else HYBRID_MIN_NGRAM
+        lookup(history, k, minNgram = minNgram)?.let { sources.add("lookup"); return it }
         if (head == null) return null
         sources.add("head")
         return head.draft(token, activation, pos, k)
