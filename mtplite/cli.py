@@ -192,8 +192,9 @@ def main(argv=None):
     t.add_argument("--k", type=int, default=3)
     t.add_argument("--draft-vocab", type=int, default=4096)
     t.add_argument("--blocks", type=int, default=1)
-    t.add_argument("--read-layers", help="backbone layers whose KV the head reads, e.g. 5,11,16,17 (default: the last "
-                                        "global layer and the last sliding one)")
+    t.add_argument("--read-layers", help="backbone layers whose KV the head reads, e.g. 5,11,16,17 (default: three global "
+                                        "layers spread over the depth + the last sliding one; the last layer where "
+                                        "every layer is global)")
     t.add_argument("--budget-minutes", type=float, default=None)
     t.add_argument("--data-share", type=float, default=0.5, help="share of the budget for new self-distilled data")
     t.add_argument("--prompts", type=int, default=None, help="limit the prompt corpus")

@@ -105,6 +105,10 @@ def test_backbone_frozen_during_training():
     fp = fingerprint(bb.model)
     rows = distill(bb, training_prompts(limit=32), os.path.join(os.environ["MTPLITE_CACHE"], "frozen.jsonl"),
                    max_new=16, batch=16, progress=False)
+    # --data-share 0 (budget 0 s): the cached rows and nothing new, not "no budget"
+    more = distill(bb, training_prompts(limit=48), os.path.join(os.environ["MTPLITE_CACHE"], "frozen.jsonl"),
+                   max_new=16, batch=16, progress=False, budget_s=0)
+    assert [r["id"] for r in more] == [r["id"] for r in rows]
     train_head(bb, rows, K=2, draft_vocab_size=64, epochs=1, batch=8, progress=False)
     after = bb.model.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)

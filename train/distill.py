@@ -98,7 +98,7 @@ def distill(backbone, prompts, out_path, max_new=64, batch=8, dtype=torch.float3
     bar = tqdm(total=len(todo), desc="self-distill", unit="prompt", disable=not progress)
     with open(out_path, "a") as f:
         for i in range(0, len(todo), batch):
-            if budget_s and time.time() - t0 > budget_s:
+            if budget_s is not None and time.time() - t0 >= budget_s:  # 0: cached rows only
                 break
             chunk = todo[i : i + batch]
             seqs = [seq[p["id"]] for p in chunk]
