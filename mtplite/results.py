@@ -117,7 +117,7 @@ def fakequant_section(runs):
 
 
 def copy_section(c):
-    return [f"Does the head copy? (`scripts/copy_probe.py`, {c['positions']} generated positions of "
+    return ([f"Does the head copy? (`scripts/copy_probe.py`, {c['positions']} generated positions of "
             f"{c['held_out_rows']} held-out self-distilled rows, first draft vs prompt lookup's first draft)", "",
             "| positions | share | head right | lookup right |", "|---|---|---|---|",
             f"| all | 1.00 | {c['head_acc']:.3f} | {c['share_copyable']:.3f} |",
@@ -128,14 +128,15 @@ def copy_section(c):
             f"{c['head_acc_when_copy_wrong']:.3f} | 0.000 |",
             f"| no earlier match | {1 - c['share_with_match']:.2f} | {c['head_acc_when_no_match']:.3f} | - |", "",
             f"What this says: {100 * c['share_copyable']:.0f}% of what the backbone generates could be copied from "
-            f"earlier in its own text, and the head gets only {100 * c['head_acc_on_copyable']:.0f}% of those right, "
-            "so its query-only attention over the backbone's KV has not learned induction-style copying from this "
-            "much data. The drafter graph sees no token ids, only activations and KV, so it cannot copy by "
-            f"construction the way lookup does. Where lookup has no match the head is right "
-            f"{100 * c['head_acc_when_no_match']:.0f}% of the time. What would close the gap on this model: "
-            "lookup first and the head only where lookup has nothing (the `hybrid` mode, in our runtime and the Kotlin "
-            "core), which pays off only once the head is right often enough on those positions (compare hybrid and "
-            "lookup in the modes table above), so far more and more varied self-distillation data for the head.", ""]
+            f"earlier in its own text, and the head gets {100 * c['head_acc_on_copyable']:.0f}% of those right. The "
+            "drafter graph sees no token ids, only activations and the backbone's KV, so whatever copying it does, "
+            "its query-only attention learned from the self-distilled data (the experiments below compare heads "
+            f"trained on more and less of it). Where lookup has no match the head is right "
+            f"{100 * c['head_acc_when_no_match']:.0f}% of the time; where lookup matches, lookup's draft is right "
+            f"{100 * c['lookup_acc_when_match']:.0f}% vs the head's {100 * c['head_acc_when_match']:.0f}% and costs "
+            "nothing to draft: hence `hybrid` (in our runtime and the Kotlin core), lookup where it matches and the "
+            "head elsewhere." + (" By the length of lookup's match:" if c.get("by_match_length") else ""), ""]
+            + match_length_rows(c))
 
 
 def match_length_rows(c):
@@ -242,10 +243,10 @@ def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliabilit
         L += ["## Reliability", ""] + reliability_section(reliability)
     exps = sorted(d for d in (run / "experiments").glob("*") if (d / "bench.json").exists() and (d / "head.json").exists())
     if exps:
-        L += ["## Experiments", "", "Heads trained differently from the one above, each benched side by side with this "
-              "page's int8 bundle in one run.", ""]
+        L += ["## Experiments", "", "Heads trained differently, each benched in one run side by side with the int8 "
+              "bundle this page reported at the time (rows marked @NAME).", ""]
         for d in exps:
-            L += experiment_section(d)
+            L += experiment_section(d, man.get("head_fingerprint"))
     for extra in extra_runs:
         L += [f"## {extra['title']}", "", extra["body"], ""]
     return "\n".join(L)
@@ -265,15 +266,20 @@ def head_summary(h):
             f"{h.get('train_sequences')} sequences, trained {h.get('train_s', 0) / 60:.1f} min")
 
 
-def experiment_section(exp):
+def experiment_section(exp, page_head_fp=None):
     """One dir under <run>/experiments: a head trained differently, benched side by side with the page's bundle
-    (`mtplite bench NEW --also NAME=PAGE_BUNDLE`), its head.json, manifest.json and optional copy_probe.json."""
+    (`mtplite bench NEW --also NAME=PAGE_BUNDLE`), its head.json, manifest.json and optional copy_probe.json.
+    An experiment's head can later become the page's: then it says so (same head fingerprint)."""
     exp = Path(exp)
     b, h, s = load_run(exp, exp / "head.json")
-    L = [f"### {exp.name}", "",
-         head_summary(h) + "; held-out accept length per epoch "
-         + ", ".join(f"{x['val_accept_length']:.2f}" for x in h.get("history", [])) +
-         f"; calibrate: {s.get('reason', '-')}. Rows marked @NAME are the bundle NAME run in the same bench.", ""]
+    fp = b["manifest"].get("head_fingerprint")
+    L = [f"### {exp.name}", ""]
+    if fp and fp == page_head_fp:
+        L += ["This head is the one the sections above report (same head fingerprint); the rows below are its first "
+              "bench, against the page's bundle of the time.", ""]
+    L += [head_summary(h) + "; held-out accept length per epoch "
+          + ", ".join(f"{x['val_accept_length']:.2f}" for x in h.get("history", []))
+          + f"; calibrate: {s.get('reason', '-')}. Rows marked @NAME are the bundle NAME run in the same bench.", ""]
     L += mode_table(b)
     if (exp / "copy_probe.json").exists():
         cp = json.loads((exp / "copy_probe.json").read_text())

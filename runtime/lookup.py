@@ -5,7 +5,8 @@ last 3, 2 or 1 tokens is a strong, free drafter. `history` is the list of every 
 """
 
 
-HYBRID_MIN_NGRAM = 2
+# shortest match hybrid copies; scripts/bench_hybrid_rule.py compares 1 and 2 by speed, side by side
+HYBRID_MIN_NGRAM = 1
 
 
 def lookup(history, k, max_ngram=3, min_ngram=1):
@@ -23,14 +24,15 @@ def lookup(history, k, max_ngram=3, min_ngram=1):
 
 def lookup_steps(steps, history, k_head=None, mode="lookup"):
     """Wrap step functions: mode 'lookup' drafts only by lookup (None -> plain step), 'hybrid' takes lookup's
-    draft on a match of 2 or more tokens and the head's otherwise. `history` must be kept up to date by the caller
-    (prompt ids + every emitted token)."""
+    draft on a match of HYBRID_MIN_NGRAM or more tokens and the head's otherwise. `history` must be kept up to date
+    by the caller (prompt ids + every emitted token)."""
     prefill, decode, verify, draft = steps
     source = []  # per cycle: 'lookup' | 'head'
 
-    # hybrid skips 1-token matches: there the head's first draft is right more often (copy probe on held-out Gemma
-    # rows, head-880k: 60% vs 50%). On 2-token matches it is too (74% vs 63%), but lookup's draft costs nothing and
-    # accepts 1.65 tokens per cycle there. Lookup alone takes any match: a 1-token copy still beats a plain step.
+    # hybrid copies on any match. On 1-token matches the head's first draft is right more often (copy probe on
+    # held-out Gemma rows, head-880k: 60% vs 50%), but lookup drafts for free: side by side on the Gemma int8 bundle
+    # hybrid+gate ran 1.02x lookup's speed copying on any match and 0.96x leaving 1-token matches to the head
+    # (results/micro/hybrid_rule_gemma.json).
     min_ngram = HYBRID_MIN_NGRAM if mode == "hybrid" else 1
 
     def draft2(tok, act, pos, k):

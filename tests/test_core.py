@@ -330,17 +330,19 @@ def test_default_read_layers():
             assert 1 <= len(got) <= 4 and got == sorted(set(got)) and all(0 <= i < n for i in got) and n - 1 in got
 
 
-def test_hybrid_leaves_one_token_matches_to_the_head():
-    from mtplite.runtime.lookup import lookup, lookup_steps
+def test_hybrid_copies_on_any_match_and_drafts_with_the_head_otherwise():
+    from mtplite.runtime.lookup import HYBRID_MIN_NGRAM, lookup, lookup_steps
 
     assert lookup([7, 5, 7], 3) == [5, 7, 7] and lookup([7, 5, 7], 3, min_ngram=2) is None
     assert lookup([1, 2, 3, 4, 5, 9, 2, 3], 2, min_ngram=2) == [4, 5]
+    assert HYBRID_MIN_NGRAM == 1  # measured by scripts/bench_hybrid_rule.py; the Kotlin core has the same constant
     head = lambda tok, act, pos, k: [0] * k
-    for hist, want in (([7, 5, 7], ("head", [0, 0, 0])), ([1, 2, 3, 9, 2, 3], ("lookup", [9, 2, 3]))):
+    for hist, want in (([7, 5, 7], ("lookup", [5, 7, 7])), ([7, 5, 8], ("head", [0, 0, 0])),
+                       ([1, 2, 3, 9, 2, 3], ("lookup", [9, 2, 3]))):
         (_, _, _, draft), src = lookup_steps((None, None, None, head), hist, mode="hybrid")
         assert draft(hist[-1], None, len(hist), 3) == want[1] and src == [want[0]]
-    (_, _, _, draft), src = lookup_steps((None, None, None, head), [7, 5, 7], mode="lookup")
-    assert draft(7, None, 3, 3) == [5, 7, 7] and src == ["lookup"]
+    (_, _, _, draft), src = lookup_steps((None, None, None, head), [7, 5, 8], mode="lookup")
+    assert draft(8, None, 3, 3) is None and src == []
 
 
 def test_export_refuses_a_backbone_whose_weights_drifted(tmp_path):

@@ -150,8 +150,8 @@ fun chooseK(decodeMs: Double, verifyMs: Double, drafterStepMs: Double, acceptanc
     return if (speedup > 1.05) k else null
 }
 
-/** Shortest lookup match hybrid drafting copies (as mtplite.runtime.lookup): the head beats a 1-token copy. */
-const val HYBRID_MIN_NGRAM = 2
+/** Shortest lookup match hybrid drafting copies (as mtplite.runtime.lookup): any, since lookup drafts for free. */
+const val HYBRID_MIN_NGRAM = 1
 
 /**
  * Hybrid drafting, as mtplite.runtime.lookup: prompt lookup when the history matches on [HYBRID_MIN_NGRAM] or more
