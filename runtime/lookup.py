@@ -31,8 +31,8 @@ def lookup_steps(steps, history, k_head=None, mode="lookup"):
 
     # hybrid copies on any match. On 1-token matches the head's first draft is right more often (copy probe on
     # held-out Gemma rows, head-880k: 60% vs 50%), but lookup drafts for free: side by side on the Gemma int8 bundle
-    # hybrid+gate ran 1.02x lookup's speed copying on any match and 0.96x leaving 1-token matches to the head
-    # (results/micro/hybrid_rule_gemma.json).
+    # hybrid+gate ran 1.02x / 0.98x lookup's speed copying on any match and 0.96x / 0.95x leaving 1-token matches to
+    # the head (two runs, results/micro/hybrid_rule_gemma*.json).
     min_ngram = HYBRID_MIN_NGRAM if mode == "hybrid" else 1
 
     def draft2(tok, act, pos, k):
