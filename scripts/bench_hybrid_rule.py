@@ -40,15 +40,7 @@ def main():
         for mode, name, n in RUNS:
             lookup_mod.HYBRID_MIN_NGRAM = n  # read by lookup_steps at each generation
             per[name].append(run_mode(b, ids, b.K, mode, a.max_new_tokens, eos))
-    out = {}
-    for name, rs in per.items():
-        src = defaultdict(lambda: [0, 0])
-        for r in rs:
-            for k, v in r["accepted_by_source"].items():
-                src[k][0] += v["accepted"]
-                src[k][1] += v["cycles"]
-        out[name] = {**aggregate(rs), "accepted_by_source": {k: {"accepted": v[0], "cycles": v[1]}
-                                                             for k, v in src.items()}}
+    out = {name: aggregate(rs) for name, rs in per.items()}  # accepted_by_source included
     base = out["lookup"]["decode_tokens_per_s"]
     for name, r in out.items():
         r["vs_lookup"] = r["decode_tokens_per_s"] / base

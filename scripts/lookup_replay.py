@@ -29,15 +29,21 @@ def cycled(history, k, max_ngram):
     return (cont * k)[:k]
 
 
+def accepted(d, t, i, K):
+    """How many of draft d the greedy stream t confirms from position i (0 without a draft)."""
+    a = 0
+    while d is not None and a < K and i + a < len(t) and d[a] == t[i + a]:
+        a += 1
+    return a
+
+
 def replay(rows, draft, K=3):
     verifies = emitted = passes = toks = 0
     for r in rows:
         t, i = r["tokens"], r["prompt_len"] + 1  # the first generated token comes from prefill
         while i < len(t):
             d = draft(t[:i], K)
-            a = 0
-            while d is not None and a < K and i + a < len(t) and d[a] == t[i + a]:
-                a += 1
+            a = accepted(d, t, i, K)
             e = 1 if d is None else min(a + 1, len(t) - i)
             verifies += d is not None
             emitted += e if d is not None else 0
@@ -65,12 +71,8 @@ def main():
         t = r["tokens"]
         for i in range(r["prompt_len"] + 1, len(t)):
             m = next((m for m in (3, 2, 1) if lookup(t[:i], 1, min_ngram=m) is not None), 0)
-            d = lookup(t[:i], 3, min_ngram=m) if m else None
-            a_ = 0
-            while d is not None and a_ < 3 and i + a_ < len(t) and d[a_] == t[i + a_]:
-                a_ += 1
             c[m] += 1
-            acc[m] += a_
+            acc[m] += accepted(lookup(t[:i], 3, min_ngram=m) if m else None, t, i, 3)
     res["by_match_length"] = {m: {"share": c[m] / sum(c.values()), "mean_accepted": acc[m] / c[m]} for m in sorted(c)}
     print(json.dumps(res, indent=1))
     if a.json:
