@@ -242,16 +242,9 @@ def main(argv=None):
 
     a = p.parse_args(argv)
     _warn_quiet()
-    from mtplite.errors import UserError
+    from mtplite.errors import run_main
 
-    try:
-        return a.fn(a) or 0
-    except UserError as e:
-        print(f"mtplite: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("mtplite: interrupted", file=sys.stderr)
-        return 130
+    return run_main(lambda: a.fn(a))
 
 
 if __name__ == "__main__":

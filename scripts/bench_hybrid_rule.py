@@ -8,9 +8,11 @@ also pays for the head's drafting time.
 import argparse
 import json
 import platform
+import sys
 from collections import defaultdict
 
 import mtplite.runtime.lookup as lookup_mod
+from mtplite.errors import run_main
 from mtplite.paths import write_text_atomic
 from mtplite.runtime.bench import aggregate, default_prompts, load_prompts, run_mode
 from mtplite.runtime.cli import encode
@@ -56,4 +58,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main, "bench_hybrid_rule.py"))

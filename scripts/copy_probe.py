@@ -7,11 +7,13 @@ its attention over the backbone's KV would be right on nearly every copyable pos
 """
 import argparse
 import json
+import sys
 from collections import Counter
 
 import torch
 
 from mtplite.data import training_prompts
+from mtplite.errors import run_main
 from mtplite.model.head import load_head
 from mtplite.model.load import load_backbone
 from mtplite.paths import write_text_atomic
@@ -95,4 +97,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main, "copy_probe.py"))

@@ -6,9 +6,11 @@ fake-quantized weights + dynamic int8 activations. Teacher-forced on the LiteRT 
 import argparse
 import copy
 import json
+import sys
 
 import torch
 
+from mtplite.errors import run_main
 from mtplite.model import generate as G
 from mtplite.model.decoder import causal_mask
 from mtplite.model.load import load_backbone
@@ -60,4 +62,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main, "fakequant_match.py"))

@@ -6,9 +6,11 @@ splits acceptance by the length of the n-gram lookup matched on (the evidence fo
 """
 import argparse
 import json
+import sys
 from collections import Counter
 
 from mtplite.data import training_prompts
+from mtplite.errors import run_main
 from mtplite.paths import write_text_atomic
 from mtplite.runtime.lookup import lookup
 from mtplite.train.distill import load_rows
@@ -80,4 +82,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main, "lookup_replay.py"))

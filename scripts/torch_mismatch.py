@@ -8,10 +8,12 @@ row 0 of a K+1-row pass (mtplite.model.generate.torch_steps(exact=True)), so bot
 """
 import argparse
 import json
+import sys
 import time
 
 import torch
 
+from mtplite.errors import run_main
 from mtplite.export.export import head_fingerprint
 from mtplite.model import generate as G
 from mtplite.model.head import load_head
@@ -70,4 +72,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main, "torch_mismatch.py"))

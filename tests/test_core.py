@@ -2,6 +2,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -176,6 +177,17 @@ def test_cli_bad_inputs(tmp_path):
     msg = _one_line_error(*_cli("generate", "--backbone", "tiny:gemma3", "--head", str(tmp_path / "nohead"),
                                 "--prompt", "hi")[::2])
     assert "head.json" in msg
+
+
+def test_scripts_bad_inputs(tmp_path):
+    """The measurement scripts end like the CLI: a wrong path or spec is one line naming it, exit 2, no traceback."""
+    root = Path(__file__).resolve().parents[1] / "scripts"
+    for args, needle in ((["copy_probe.py", "--backbone", "nope:xyz", "--head", str(tmp_path), "--data", "x"],
+                          "unknown backbone"),
+                         (["bench_hybrid_rule.py", str(tmp_path / "nobundle")], "manifest.json")):
+        r = subprocess.run([sys.executable, str(root / args[0]), *args[1:]], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert r.stderr.strip().splitlines()[-1].startswith(f"{args[0]}: error:") and needle in r.stderr, r.stderr
 
 
 def test_cli_generate_json(tmp_path):
