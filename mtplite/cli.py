@@ -23,7 +23,7 @@ def cmd_train(a):
 
     from mtplite.errors import UserError
     from mtplite.model.load import load_backbone
-    from mtplite.train.train import pick_device
+    from mtplite.train.train import pick_device, pick_dtype
 
     if a.k < 1:
         raise UserError(f"--k {a.k}: the head must draft at least 1 token per cycle")
@@ -37,12 +37,11 @@ def cmd_train(a):
     a.read_layers = _layers(a.read_layers, bb)  # checked before any distillation
     bb.model.to(dev)
     with dev:
-        _train(a, bb, t0)
+        _train(a, bb, t0, pick_dtype("bfloat16" if a.bf16 else a.dtype, bb, dev,
+                                     log=lambda s: print(f"mtplite: {s}", file=sys.stderr)))
 
 
-def _train(a, bb, t0):
-    import torch
-
+def _train(a, bb, t0, dtype):
     from mtplite.data import training_prompts
     from mtplite.errors import UserError
     from mtplite.model.head import load_head, save_head
@@ -62,10 +61,8 @@ def _train(a, bb, t0):
     tag = "" if not tq else "-q-" + "-".join(f"{g}{r}" for g, r in sorted(tq.items()))
     data = cache_dir() / "distill" / f"{bb.fingerprint}-n{a.max_new}{tag}.jsonl"
     data.parent.mkdir(parents=True, exist_ok=True)
-    dtype = torch.bfloat16 if a.bf16 else torch.float32
     # --data-share of the budget at most for new data; what is already cached is free
-    if a.bf16:
-        bb.model.to(torch.bfloat16)
+    bb.model.to(dtype)
     if tq:  # the in-memory copy only; the backbone on disk and its fingerprint stay the float ones
         fake_quantize_backbone_(bb.model, tq)
     init = None
@@ -208,7 +205,10 @@ def main(argv=None):
                    "backbone=int4-b32,embedder=int8): weights fake-quantized exactly as the LiteRT recipe rounds them")
     t.add_argument("--init-head", help="start from this trained head (e.g. fine-tune a float head for --target-quant)")
     t.add_argument("--device", default="auto", help="auto (CUDA when present, else CPU) | cpu | cuda[:N]")
-    t.add_argument("--bf16", action="store_true", help="self-distill in bfloat16 (2-3x faster on CPU)")
+    t.add_argument("--dtype", default="auto",
+                   help="auto (bf16 for real backbones where it is measured faster: CPUs with AVX512-BF16/AMX, CUDA; "
+                        "float32 elsewhere, e.g. AVX2-only CPUs, which emulate bf16 ~100x slower) | float32 | bfloat16")
+    t.add_argument("--bf16", action="store_true", help="same as --dtype bfloat16")
     t.add_argument("--standalone", action="store_true",
                    help="also train the standalone-drafter baseline (own embedding, layers, KV cache) on the same data")
     t.add_argument("--standalone-minutes", type=float, default=0)

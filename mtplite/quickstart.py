@@ -29,7 +29,7 @@ def cmd_quickstart(a):
     from mtplite.runtime.bench import bench, default_prompts, load_prompts, markdown, plot
     from mtplite.runtime.cli import calibrate, calibration_prompts
     from mtplite.train.distill import distill
-    from mtplite.train.train import pick_device, split_rows, train_head
+    from mtplite.train.train import pick_device, pick_dtype, split_rows, train_head
 
     quick = a.quick
     budget = a.budget_minutes or (2.5 if quick else 45)  # --quick: export int8 alone takes ~5.6 min here
@@ -58,19 +58,22 @@ def cmd_quickstart(a):
         except UserError as e:
             log(f"cached head unusable ({e}); retraining")
     if head is None:
-        # real backbones (Gemma 262k, SmolLM2 49k vocab): bf16 distils 1.7-3x faster on CPU (notes/PERF.md)
-        bf16 = bb.model.c.vocab_size > 32_000
-        dtype = torch.bfloat16 if bf16 else torch.float32
+        dev = pick_device(a.device)
+        # real backbones (Gemma 262k, SmolLM2 49k vocab) distil 1.7-3x faster in bf16 where the hardware has it
+        # (notes/PERF.md); pick_dtype measures, since an AVX2-only CPU runs bf16 ~100x slower than float32
+        dtype = pick_dtype(a.dtype, bb, dev, log)
+        bf16 = dtype == torch.bfloat16
         # distil and train on a bf16 copy: the float weights are what gets exported, bit for bit
         work = dataclasses.replace(bb, model=copy.deepcopy(bb.model).to(dtype)) if bf16 else bb
         data = cache_dir() / "distill" / f"{bb.fingerprint}-n{a.max_new}.jsonl"
         data.parent.mkdir(parents=True, exist_ok=True)
         prompts = training_prompts(limit=300 if quick else None)
-        dev = pick_device(a.device)
         work.model.to(dev)
         with dev:  # as in `mtplite train`: every tensor distill/train create lands on dev
-            # bf16 batch 64: the 262k-row LM head runs ~2x the rows/s of batch 16 (notes/PERF.md, session 4)
-            rows = distill(work, prompts, data, max_new=a.max_new, batch=64 if bf16 else 16, dtype=dtype,
+            # batch 64 for large vocabularies: the LM head runs ~2x the rows/s of batch 16 (notes/PERF.md, sessions
+            # 4-5, bf16 and float32 alike)
+            big = bb.model.c.vocab_size > 32_000
+            rows = distill(work, prompts, data, max_new=a.max_new, batch=64 if big else 16, dtype=dtype,
                            budget_s=budget * 60 * 0.55)
             t = lap("distill", t)
             tr, va = split_rows(rows)
@@ -168,6 +171,7 @@ def register(sub):
     q.add_argument("--prompts")
     q.add_argument("--threads", type=int, default=2)
     q.add_argument("--device", default="auto", help="where to distill + train: auto (CUDA when present) | cpu | cuda")
+    q.add_argument("--dtype", default="auto", help="distil + train in: auto (bf16 where measured faster) | float32 | bfloat16")
     q.add_argument("--standalone", action="store_true", help="also train + bench the standalone-drafter baseline")
     q.add_argument("--standalone-minutes", type=float, default=8)
     q.set_defaults(fn=cmd_quickstart)

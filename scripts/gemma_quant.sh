@@ -14,7 +14,7 @@ INT8="$RUN/bundle-int8"
 [ -f "$W/float/android/manifest.json" ] || mtplite export --backbone gemma3-270m --head "$RUN/head" --out "$W/float"
 [ -f "$W/int4/android/manifest.json" ] || mtplite quantize "$W/float" --recipe int4-b32 --out "$W/int4"
 [ -f "$W/qat-head/head.json" ] || mtplite train --backbone gemma3-270m --out "$W/qat-head" --target-quant int8 \
-  --init-head "$RUN/head" --bf16 --budget-minutes "$QAT_MIN" --data-share 0.6 --max-new 96 --batch 16 --epochs 3 --lr 3e-4
+  --init-head "$RUN/head" --budget-minutes "$QAT_MIN" --data-share 0.6 --max-new 96 --batch 16 --epochs 3 --lr 3e-4
 [ -f "$W/qat-int8/android/manifest.json" ] || mtplite export --backbone gemma3-270m --head "$W/qat-head" \
   --out "$W/qat-int8" --quant int8
 mtplite calibrate "$INT8"  # K and the head's confidence gate for this CPU (held-out training templates)

@@ -370,3 +370,27 @@ def test_export_refuses_a_backbone_whose_weights_drifted(tmp_path):
     with pytest.raises(UserError, match="not the loaded ones"):
         export(bb, head, {}, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_dtype_auto_takes_bf16_only_where_it_is_measured_faster(monkeypatch):
+    """quickstart once chose bf16 by vocabulary size alone; on an AVX2-only CPU that made distillation ~5x slower."""
+    import types
+
+    import mtplite.train.train as T
+    from mtplite.errors import UserError
+
+    cpu = torch.device("cpu")
+    big = types.SimpleNamespace(model=types.SimpleNamespace(c=types.SimpleNamespace(vocab_size=49_152)))
+    small = types.SimpleNamespace(model=types.SimpleNamespace(c=types.SimpleNamespace(vocab_size=512)))
+    for x, want in ((0.02, torch.float32), (1.1, torch.float32), (2.5, torch.bfloat16)):
+        monkeypatch.setattr(T, "bf16_speedup", lambda dev, x=x: x)
+        assert T.pick_dtype("auto", big, cpu, log=lambda s: None) == want
+        assert T.pick_dtype("auto", small, cpu, log=lambda s: None) == torch.float32  # tiny models: no gain
+        assert T.pick_dtype("float32", big, cpu, log=lambda s: None) == torch.float32
+    said = []
+    monkeypatch.setattr(T, "bf16_speedup", lambda dev: 0.02)
+    assert T.pick_dtype("bfloat16", big, cpu, log=said.append) == torch.bfloat16  # forced, but the user is told
+    assert said and "slower" in said[0]
+    with pytest.raises(UserError):
+        T.pick_dtype("fp8", big, cpu)
+    assert T.bf16_speedup(cpu) > 0  # the probe itself runs
