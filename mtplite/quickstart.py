@@ -50,7 +50,7 @@ def cmd_quickstart(a):
     t = lap("load", t0)
     log(f"backbone fingerprint {bb.fingerprint}; working dir {root}")
     head_dir = root / "head"
-    head = None
+    head, dtype = None, None  # dtype: what distillation + training ran in, when they ran here
     if (head_dir / "head.json").exists():
         try:
             head, doc = load_head(head_dir, bb.fingerprint)
@@ -132,6 +132,9 @@ def cmd_quickstart(a):
     lap("bench", t)
     res["quickstart"] = {"steps_s": steps, "total_s": round(time.time() - t0, 1), "budget_minutes": budget,
                          "quick": quick, "trained_here": "train" in steps,
+                         "train_generated_tokens": doc.get("train_generated_tokens"),
+                         "dtype": str(dtype).replace("torch.", "") if dtype else None,
+                         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
                          "loadavg_15min_at_end": os.getloadavg()[2]}  # > threads means it shared the CPU
     write_text_atomic(root / "bench.json", json.dumps(res, indent=1))
     plot(res, root / "bench.png")

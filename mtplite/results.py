@@ -48,7 +48,11 @@ def timed_section(bench):
          f"{q['budget_minutes']} min): total "
          f"{q['total_s'] / 60:.1f} min" + (f" (15-min load average at the end {q['loadavg_15min_at_end']:.1f} on "
                                              f"{os.cpu_count()} cores)" if "loadavg_15min_at_end" in q else "")
-         + ".", "", "| step | minutes |", "|---|---|"]
+         + ".", ""]
+    if q.get("dtype"):  # recorded since session 7: distillation speed depends on the CPU's bf16 support
+        L += [f"It distilled and trained in {q['dtype']} on a CPU with {q['cpu_capability']} kernels; the head saw "
+              f"{q['train_generated_tokens']} self-distilled tokens.", ""]
+    L += ["| step | minutes |", "|---|---|"]
     L += [f"| {k} | {v / 60:.1f} |" for k, v in q["steps_s"].items()]
     L += ["", f"Its bench: MTP/plain {bench['ratios']['mtp/plain']['all']:.2f}x at τ "
           f"{t['mtp']['all']['accept_length']:.2f}"
