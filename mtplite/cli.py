@@ -207,7 +207,7 @@ def main(argv=None):
     t.add_argument("--device", default="auto", help="auto (CUDA when present, else CPU) | cpu | cuda[:N]")
     t.add_argument("--dtype", default="auto",
                    help="auto (bf16 for real backbones where it is measured faster: CPUs with AVX512-BF16/AMX, CUDA; "
-                        "float32 elsewhere, e.g. AVX2-only CPUs, which emulate bf16 ~100x slower) | float32 | bfloat16")
+                        "float32 elsewhere, e.g. AVX2-only CPUs, which emulate bf16 matmuls 50-100x slower) | float32 | bfloat16")
     t.add_argument("--bf16", action="store_true", help="same as --dtype bfloat16")
     t.add_argument("--standalone", action="store_true",
                    help="also train the standalone-drafter baseline (own embedding, layers, KV cache) on the same data")

@@ -60,7 +60,7 @@ def cmd_quickstart(a):
     if head is None:
         dev = pick_device(a.device)
         # real backbones (Gemma 262k, SmolLM2 49k vocab) distil 1.7-3x faster in bf16 where the hardware has it
-        # (notes/PERF.md); pick_dtype measures, since an AVX2-only CPU runs bf16 ~100x slower than float32
+        # (notes/PERF.md); pick_dtype measures, since an AVX2-only CPU runs bf16 matmuls 50-100x slower than float32
         dtype = pick_dtype(a.dtype, bb, dev, log)
         bf16 = dtype == torch.bfloat16
         # distil and train on a bf16 copy: the float weights are what gets exported, bit for bit

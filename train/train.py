@@ -180,7 +180,7 @@ def bf16_speedup(device):
 
     bf16 is only fast where the hardware has it: CPUs with AVX512-BF16 / AMX ran Gemma distillation 1.7-3x faster in
     bf16, but an AVX2-only CPU emulates it (a [64,576]x[576,49152] matmul: 11 s in bf16 vs 72 ms in float32, measured
-    on an AVX2 EPYC), so choosing by vocabulary size alone made distillation 10x slower there."""
+    on an AVX2 EPYC), so choosing by vocabulary size alone made SmolLM2 distillation ~5x slower there."""
     import time
 
     if device.type == "cuda":
