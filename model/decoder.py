@@ -10,6 +10,7 @@ KV layout (the LiteRT-LM default): K `[B, KVH, C, D]` (sequence axis 2), V `[B, 
 Family quirks live in `DecoderConfig` flags, read from the HF config in `config_from_hf`.
 """
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field, asdict
 
 import torch
@@ -155,6 +156,51 @@ def write_cache(kc, vc, k_new, v_new, pos):
     return kc, vc
 
 
+def write_cache_inplace(kc, vc, k_new, v_new, pos):
+    """write_cache's eager twin for inference that consumes its cache linearly (distillation): the same values in
+    the same slots, written into the given buffers. The one-hot rebuild reads and writes every layer's whole cache
+    each step, 35% of a batch-64 Gemma decode step on a 2-core CPU."""
+    p0 = int(pos[0])
+    T = max(0, min(k_new.shape[2], kc.shape[2] - p0))
+    kc[:, :, p0 : p0 + T] = k_new[:, :, :T]
+    vc[:, :, :, p0 : p0 + T] = v_new[:, :, :T].transpose(-1, -2)
+    return kc, vc
+
+
+class PackedLinear(nn.Module):
+    """nn.Linear with its weight pre-packed once by oneDNN (CPU float32 inference). MKL repacks the weight on every
+    call; for Gemma's [262144, 640] LM head at 64 rows that repacking was 40% of the matmul (measured 480 -> 274 ms,
+    same float32 math up to summation order)."""
+
+    def __init__(self, lin):
+        super().__init__()
+        from torch.utils.mkldnn import MkldnnLinear
+
+        self.inner = MkldnnLinear(lin, torch.float)
+
+    def forward(self, x):
+        return self.inner(x.reshape(-1, x.shape[-1]).contiguous()).reshape(*x.shape[:-1], -1)
+
+
+@contextmanager
+def fast_decode(dec, dtype=torch.float32):
+    """Within the block, `dec` writes its KV cache in place and (float32 on CPU, where oneDNN is built in) runs a
+    pre-packed LM head. Eager no-grad inference only: never around export, training, or a caller that keeps an older
+    cache to roll back to."""
+    lm_head = dec.lm_head
+    pack = (dtype == torch.float32 and lm_head.weight.device.type == "cpu" and torch.backends.mkldnn.is_available())
+    for b in dec.layers:
+        b.inplace_cache = True
+    try:
+        if pack:
+            dec.lm_head = PackedLinear(lm_head)
+        yield dec
+    finally:
+        dec.lm_head = lm_head
+        for b in dec.layers:
+            b.inplace_cache = False
+
+
 def attend(q, kc, vc, mask, scale):
     """q [B,H,T,D] against one KV layer (K [B,KVH,C,D], V [B,KVH,D,C]); mask [B|1,1,T,C] additive."""
     B, H, T, D = q.shape
@@ -173,6 +219,7 @@ class Block(nn.Module):
         super().__init__()
         H, nh, kvh, d = c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim
         self.c, self.i = c, i
+        self.inplace_cache = False  # see fast_decode()
         self.q_proj = nn.Linear(H, nh * d, bias=c.qkv_bias)
         self.k_proj = nn.Linear(H, kvh * d, bias=c.qkv_bias)
         self.v_proj = nn.Linear(H, kvh * d, bias=c.qkv_bias)
@@ -207,7 +254,7 @@ class Block(nn.Module):
         c = self.c
         x = self.input_layernorm(h)
         q, k, v = self.qkv(x, pos)
-        kc, vc = write_cache(kc, vc, k, v, pos)
+        kc, vc = (write_cache_inplace if self.inplace_cache else write_cache)(kc, vc, k, v, pos)
         if c.sliding_window[self.i]:
             mask = mask + window_mask(pos, kc.shape[2], c.sliding_window[self.i], mask.dtype)
         o = attend(q, kc, vc, mask, c.attn_scale)

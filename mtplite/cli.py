@@ -27,6 +27,8 @@ def cmd_train(a):
 
     if a.k < 1:
         raise UserError(f"--k {a.k}: the head must draft at least 1 token per cycle")
+    if a.distill_batch is not None and a.distill_batch < 1:
+        raise UserError(f"--distill-batch {a.distill_batch}: use at least 1 (default: 64 for large vocabularies)")
     if a.draft_vocab < 16:
         raise UserError(f"--draft-vocab {a.draft_vocab}: use at least 16 (4096 is a good default)")
     torch.manual_seed(a.seed)
@@ -47,7 +49,7 @@ def _train(a, bb, t0, dtype):
     from mtplite.model.head import load_head, save_head
     from mtplite.paths import cache_dir
     from mtplite.train.distill import distill
-    from mtplite.train.train import split_rows, train_head
+    from mtplite.train.train import distill_batch, split_rows, train_head
 
     budget = a.budget_minutes * 60 if a.budget_minutes else None
     prompts = training_prompts(seed=a.seed, limit=a.prompts)
@@ -68,7 +70,7 @@ def _train(a, bb, t0, dtype):
     init = None
     if a.init_head:
         init, _ = load_head(a.init_head, bb.fingerprint)
-    rows = distill(bb, prompts, data, max_new=a.max_new, batch=a.batch, dtype=dtype,
+    rows = distill(bb, prompts, data, max_new=a.max_new, batch=a.distill_batch or distill_batch(bb), dtype=dtype,
                    budget_s=budget * a.data_share if budget else None)
     train_rows, val_rows = split_rows(rows, holdout=0.1, seed=a.seed)
     left = budget - (time.time() - t0) if budget else None
@@ -197,7 +199,9 @@ def main(argv=None):
     t.add_argument("--prompts", type=int, default=None, help="limit the prompt corpus")
     t.add_argument("--max-new", type=int, default=64, help="greedy tokens per prompt")
     t.add_argument("--epochs", type=int, default=4)
-    t.add_argument("--batch", type=int, default=8)
+    t.add_argument("--batch", type=int, default=8, help="training sequences per step")
+    t.add_argument("--distill-batch", type=int, default=None,
+                   help="greedy rows per self-distillation batch (default: 64 for vocabularies over 32k, else 16)")
     t.add_argument("--lr", type=float, default=1e-3)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--threads", type=int, default=0)

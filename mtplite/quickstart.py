@@ -29,7 +29,7 @@ def cmd_quickstart(a):
     from mtplite.runtime.bench import bench, default_prompts, load_prompts, markdown, plot
     from mtplite.runtime.cli import calibrate, calibration_prompts
     from mtplite.train.distill import distill
-    from mtplite.train.train import LARGE_VOCAB, pick_device, pick_dtype, split_rows, train_head
+    from mtplite.train.train import distill_batch, pick_device, pick_dtype, split_rows, train_head
 
     quick = a.quick
     budget = a.budget_minutes or (2.5 if quick else 45)  # --quick: export int8 alone takes ~5.6 min here
@@ -70,10 +70,7 @@ def cmd_quickstart(a):
         prompts = training_prompts(limit=300 if quick else None)
         work.model.to(dev)
         with dev:  # as in `mtplite train`: every tensor distill/train create lands on dev
-            # batch 64 for large vocabularies: the LM head runs ~2x the rows/s of batch 16 (notes/PERF.md, sessions
-            # 4-5, bf16 and float32 alike)
-            big = bb.model.c.vocab_size > LARGE_VOCAB
-            rows = distill(work, prompts, data, max_new=a.max_new, batch=64 if big else 16, dtype=dtype,
+            rows = distill(work, prompts, data, max_new=a.max_new, batch=distill_batch(bb), dtype=dtype,
                            budget_s=budget * 60 * 0.55)
             t = lap("distill", t)
             tr, va = split_rows(rows)

@@ -162,6 +162,9 @@ def test_cli_bad_inputs(tmp_path):
     assert "empty" in msg
     msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), "--k", "0")[::2])
     assert "--k" in msg
+    msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"),
+                                "--distill-batch", "0")[::2])
+    assert "--distill-batch 0" in msg
     msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), "--device", "tpu")[::2])
     assert "--device tpu" in msg
     msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"),
@@ -394,3 +397,27 @@ def test_dtype_auto_takes_bf16_only_where_it_is_measured_faster(monkeypatch):
     with pytest.raises(UserError):
         T.pick_dtype("fp8", big, cpu)
     assert T.bf16_speedup(cpu) > 0  # the probe itself runs
+
+
+@pytest.mark.parametrize("spec", FAMILIES)
+def test_fast_decode_gives_the_same_distilled_tokens(spec, monkeypatch):
+    """Distillation writes its KV cache in place and packs the LM head; tokens must equal the export graph's path."""
+    import contextlib
+
+    from mtplite.model.decoder import write_cache, write_cache_inplace
+    from mtplite.model.load import load_backbone
+    from mtplite.train import distill as D
+
+    kc, vc = torch.randn(2, 1, 8, 4), torch.randn(2, 1, 4, 8)
+    k, v = torch.randn(2, 1, 3, 4), torch.randn(2, 1, 3, 4)
+    for p0 in (0, 3, 6):  # 6: the last row falls past the cache end and is dropped
+        a = write_cache(kc, vc, k, v, torch.tensor([p0], dtype=torch.int32))
+        b = write_cache_inplace(kc.clone(), vc.clone(), k, v, torch.tensor([p0], dtype=torch.int32))
+        assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    bb = load_backbone(spec)
+    seqs = [bb.encode(p) for p in PROMPTS[:6]]  # different lengths: left padding in play
+    fast = D.greedy_batch(bb.model, seqs, 12, set(bb.eos_ids))
+    monkeypatch.setattr(D, "fast_decode", lambda dec, dtype: contextlib.nullcontext())
+    assert fast == D.greedy_batch(bb.model, seqs, 12, set(bb.eos_ids))
+    # left on, export would lower slice assignment and a oneDNN buffer
+    assert not any(b.inplace_cache for b in bb.model.layers) and isinstance(bb.model.lm_head, torch.nn.Linear)

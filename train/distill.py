@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from mtplite.model.decoder import NEG_INF, causal_mask
+from mtplite.model.decoder import NEG_INF, causal_mask, fast_decode
 
 
 def pad_batch(seqs, pad_id=0):
@@ -40,22 +40,23 @@ def greedy_batch(dec, seqs, max_new, eos_ids, dtype=torch.float32):
     kv = dec.empty_cache(C, batch=B, dtype=dtype)
     km = key_mask(ok, C).to(dtype)
     pos = torch.arange(P, dtype=torch.int32)
-    # logits of the last prompt position only: the full [B, P, vocab] block was a third of distillation time
-    _, act, kv = dec(dec.embed(toks).to(dtype), pos, causal_mask(pos, C, dtype) + km, kv, return_logits=False)
-    nxt = dec.logits(act[:, -1]).argmax(-1)
     outs = [[] for _ in range(B)]
     done = torch.zeros(B, dtype=torch.bool)
-    for s in range(max_new):
-        for b in range(B):
-            if not done[b]:
-                outs[b].append(int(nxt[b]))
-                if int(nxt[b]) in eos_ids:
-                    done[b] = True
-        if done.all() or s == max_new - 1:
-            break
-        p = torch.tensor([P + s], dtype=torch.int32)
-        lg, _, kv = dec(dec.embed(nxt[:, None]).to(dtype), p, causal_mask(p, C, dtype) + km, kv)
-        nxt = lg[:, -1].argmax(-1)
+    with fast_decode(dec, dtype):  # kv is consumed step by step, never rolled back
+        # logits of the last prompt position only: the full [B, P, vocab] block was a third of distillation time
+        _, act, kv = dec(dec.embed(toks).to(dtype), pos, causal_mask(pos, C, dtype) + km, kv, return_logits=False)
+        nxt = dec.logits(act[:, -1]).argmax(-1)
+        for s in range(max_new):
+            for b in range(B):
+                if not done[b]:
+                    outs[b].append(int(nxt[b]))
+                    if int(nxt[b]) in eos_ids:
+                        done[b] = True
+            if done.all() or s == max_new - 1:
+                break
+            p = torch.tensor([P + s], dtype=torch.int32)
+            lg, _, kv = dec(dec.embed(nxt[:, None]).to(dtype), p, causal_mask(p, C, dtype) + km, kv)
+            nxt = lg[:, -1].argmax(-1)
     return outs
 
 

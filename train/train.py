@@ -179,6 +179,12 @@ def pick_device(name="auto"):
 LARGE_VOCAB = 32_000
 
 
+def distill_batch(backbone):
+    """Greedy rows per distillation batch: 64 where the LM head dominates (it runs ~2x the rows/s of batch 16,
+    notes/PERF.md sessions 4-5; 128 measured no faster with the packed head, session 8), 16 otherwise."""
+    return 64 if backbone.model.c.vocab_size > LARGE_VOCAB else 16
+
+
 def bf16_speedup(device):
     """How many times faster a bf16 matmul runs than a float32 one on `device`, measured (CPU) in ~0.1 s.
 
