@@ -16,22 +16,18 @@ import torch
 
 from mtplite.data import training_prompts
 from mtplite.errors import UserError, run_main
+from mtplite.model.decoder import fast_decode
 from mtplite.model.load import load_backbone
 from mtplite.paths import write_text_atomic
 from mtplite.train import distill as D
 
 
 def run(bb, seqs, batch, new, fast):
-    saved = D.fast_decode
-    if not fast:
-        D.fast_decode = lambda dec, dtype: contextlib.nullcontext()
-    try:
-        t0, outs = time.perf_counter(), []
+    t0, outs = time.perf_counter(), []
+    with fast_decode(bb.model) if fast else contextlib.nullcontext():  # entered once per run, as distill() does
         for i in range(0, len(seqs), batch):
             outs += D.greedy_batch(bb.model, seqs[i : i + batch], new, set(bb.eos_ids))
-        return time.perf_counter() - t0, outs
-    finally:
-        D.fast_decode = saved
+    return time.perf_counter() - t0, outs
 
 
 def main():
