@@ -44,6 +44,9 @@ def main():
         batches = [int(b) for b in a.batches.split(",")]
     except ValueError:
         raise UserError(f"--batches must be comma-separated integers, got '{a.batches}'")
+    for name, v in (("--batches", min(batches)), ("--prompts", a.prompts), ("--new", a.new), ("--rounds", a.rounds)):
+        if v < 1:
+            raise UserError(f"{name} must be >= 1 (got {v})")
     torch.set_num_threads(a.threads)
     bb = load_backbone(a.backbone)
     # sorted like distill() sorts its windows, so padding is what a real run sees
@@ -79,4 +82,4 @@ def main():
 
 
 if __name__ == "__main__":
-    run_main(main, "bench_distill")
+    sys.exit(run_main(main, "bench_distill.py"))
