@@ -311,6 +311,9 @@ def test_training_prompts_share_no_framing_with_the_benchmark_prompts():
     clash = [r["prompt"] for r in rows if opening(r["prompt"]) in openings or last_line(r["prompt"]) in endings]
     assert not clash, clash[:3]
     assert not any(r["template"] in RETIRED for r in rows)
+    # copy drills only teach copying if their specifics really differ from prompt to prompt
+    drills = [r["prompt"] for r in rows if "-d" in r["template"]]
+    assert len(drills) >= 3000 and len(set(drills)) == len(drills)
 
 
 def test_bf16_feature_cache_is_lossless():

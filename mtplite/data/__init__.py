@@ -191,8 +191,94 @@ FORMATS_NEW = {
 RETIRED = {"rewrite-0", "rewrite-1", "rewrite-3", "code-0", "freeform-m3", "list-m2"}
 
 
+# Copy drills (issue #9): every prompt carries specifics drawn at random (people, codes, times, places, amounts), so
+# the backbone's echo of them can only be predicted by copying from its KV cache, never by memorising a topic list.
+# Trained on the topic families alone, a head was right on 34% of the benchmark positions prompt lookup copies right
+# (scripts/drill_ablation.py, results/micro/drill_ablation_gemma*.json, which also measures what the drills change).
+# The framings share no opening or last line with the benchmark prompts (a test checks it).
+DRILL_PEOPLE = ["Dr. Okafor", "Ms. Lindqvist", "Coach Ramirez", "Mr. Tanaka", "Aunt Rosa", "Officer Bell", "Nurse Ibe",
+                "Professor Haddad", "Kofi", "Ingrid", "Mateo", "Yuki", "Siobhan", "Dev", "Marguerite", "Tariq"]
+DRILL_PLACES = ["room 7F", "Hall C", "the Birch Lane clinic", "locker 31", "Pier 12", "the north entrance",
+                "the Oakwood community centre", "studio 2", "the second-floor lounge", "bay 5", "the old boathouse",
+                "suite 410", "the corner bakery on Hill Road", "platform 9", "the east car park", "cabin 14"]
+DRILL_CITIES = ["Porto", "Osaka", "Nairobi", "Calgary", "Tucson", "Leeds", "Gdansk", "Perth", "Bergen", "Quito",
+                "Halifax", "Lyon", "Adelaide", "Tallinn", "Cusco", "Fresno"]
+DRILL_ITEMS = ["the blue folder", "two spare keys", "a signed permission slip", "your library card",
+               "the tax forms", "a pack of AA batteries", "the red toolbox", "three folding chairs", "a photo ID",
+               "the extension cord", "a printed ticket", "the lab coat", "four trays of muffins", "the USB stick",
+               "a warm jacket", "the cheque book"]
+DRILL_EVENTS = ["the budget review", "the piano recital", "the flu shot clinic", "the yard sale", "the board meeting",
+                "the swim lesson", "the safety drill", "the book club", "the tenants' meeting", "the job fair",
+                "the eye exam", "the choir rehearsal", "the code review", "the parent evening", "the car service",
+                "the wine tasting"]
+DRILL_SHOPS = ["Brightline Hardware", "Pine & Co.", "Luna Pharmacy", "Harbor Books", "Kettle Cafe", "Nordby Cycles",
+               "Willow Florist", "Apex Electronics"]
+DRILL_DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday", "next Tuesday",
+              "the day after tomorrow", "this Friday"]
+DRILL_MONTHS = ["January", "February", "April", "May", "June", "July", "August", "September", "October",
+                "November", "December"]
+DRILL_FACTS = [
+    "{person} moved {event} to {day} at {time} in {place}.",
+    "Parcel {code} from {shop} is waiting at {place} until {day}; bring {item}.",
+    "The {service} payment of {amount} for account {code} is due on {month} {dom}.",
+    "Coach {code} to {city} now leaves from {place} at {time}, {m} minutes later than planned.",
+    "{person} will collect {item} from {place} at {time} on {day}.",
+    "{event} on {month} {dom} is called off, and refunds of {amount} go out by {day}.",
+    "Locker code {code} at {place} stops working on {day} at {time}.",
+    "{person} says the heater in {place} is fixed, but asks you to bring {item} on {day}.",
+    "A table for {n} at Kettle Cafe in {city} is booked for {day} at {time} under {person}.",
+    "{person} needs {item} and {item2} before {event} starts at {time}.",
+    "Your {service} plan renews on {month} {dom} at {amount}; reference {code}.",
+    "{n} people signed up for {event} in {city}, so it moves to {place} on {day}.",
+]
+FORMATS_DRILL = {
+    "summarize": ["Forwarded by {name}: {facts}\nCondensed:", "Front desk log, {day}: {facts}\nTakeaway:",
+                  "SMS alert. {facts}\nShort version:", "Sticky note from {name}: {facts}\nIn a few words:"],
+    "rewrite": ["Put this in the past tense: \"{facts}\"\nPast tense:",
+                "Make it sound more cheerful: \"{facts}\"\nCheerful version:",
+                "Rewrite as a formal notice: {facts}\nNotice:", "Proofread and return the text: {lower}\nProofread:"],
+    "reply": ["{name} texted: \"{facts}\"\nMy reply:", "Voice assistant heard: \"{facts} Remind me.\"\nAssistant:",
+              "Group chat\n{name}: {facts}\nMe:", "Email from {name}:\n{facts}\nLet me know if that works.\n\nResponse:"],
+    "freeform": ["Diary, {day}. {facts} Later that evening,", "Incident report: {facts} According to witnesses,"],
+    "code": ["# {facts}\nevent = {{\n    \"who\": ", "// {facts}\nconst booking = {{\n  where: "],
+    "list": ["Notes from {name}'s call: {facts}\nTo do:\n-", "Pulled from the message below.\n{facts}\nWho / what / when:\n-"],
+}
+DRILLS_PER_FORMAT = 200
+
+
+def drill_facts(rng):
+    """One or two random fact sentences (the values are new in every prompt)."""
+    def one():
+        h, mi = rng.randint(1, 12), rng.choice([0, 5, 10, 15, 20, 30, 40, 45, 50])
+        letters = "ABCDEFGHJKLMNPRSTUVWXYZ"
+        return rng.choice(DRILL_FACTS).format(
+            person=rng.choice(DRILL_PEOPLE), place=rng.choice(DRILL_PLACES), city=rng.choice(DRILL_CITIES),
+            item=rng.choice(DRILL_ITEMS), item2=rng.choice(DRILL_ITEMS), event=rng.choice(DRILL_EVENTS),
+            shop=rng.choice(DRILL_SHOPS), day=rng.choice(DRILL_DAYS), month=rng.choice(DRILL_MONTHS),
+            dom=rng.randint(1, 28), time=f"{h}:{mi:02d} {rng.choice(['AM', 'PM'])}", m=rng.randint(5, 95),
+            n=rng.randint(2, 40), amount=f"${rng.randint(3, 480)}.{rng.randint(0, 99):02d}",
+            code=f"{rng.choice(letters)}{rng.choice(letters)}-{rng.randint(100, 9999)}",
+            service=rng.choice(["water", "phone", "gym", "internet", "parking", "insurance"]))
+    s = " ".join(one() for _ in range(rng.choice([1, 1, 2])))
+    return s[0].upper() + s[1:]
+
+
+def drill_prompts():
+    rows = []
+    rng = random.Random(1234)
+    for task, formats in FORMATS_DRILL.items():
+        for k, fmt in enumerate(formats):
+            for i in range(DRILLS_PER_FORMAT):
+                facts = drill_facts(rng)
+                lower = facts.lower().replace(",", "").replace(";", "").replace(".", "")
+                prompt = fmt.format(facts=facts, lower=lower, name=rng.choice(NAMES), day=rng.choice(DRILL_DAYS))
+                rows.append({"id": f"train-{task}-d{k * DRILLS_PER_FORMAT + i:04d}", "task": task,
+                             "template": f"{task}-d{k}", "prompt": prompt})
+    return rows
+
+
 def training_prompts(seed: int = 0, limit: int | None = None):
-    """All (format x topic x name) prompts, shuffled deterministically (~9,500). Each row names its `template`
+    """All (format x topic x name) prompts and the copy drills, shuffled deterministically (~13,500). Each row names its `template`
     (task + format), so validation can hold out whole templates; a template keeps its key across topic lists."""
     rows = []
     for fams, tag in ((FORMATS, ""), (FORMATS_MORE, "m"), (FORMATS_NEW, "n")):
@@ -205,5 +291,6 @@ def training_prompts(seed: int = 0, limit: int | None = None):
                     name = NAMES[(fi * 7) % len(NAMES)]
                     rows.append({"id": f"train-{task}-{tag}{ttag}{fi:04d}", "task": task, "template": template,
                                  "prompt": fmt.format(topic=topic, name=name)})
+    rows += drill_prompts()
     random.Random(seed).shuffle(rows)
     return rows[:limit] if limit else rows
