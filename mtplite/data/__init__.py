@@ -277,7 +277,7 @@ def drill_prompts():
     return rows
 
 
-def training_prompts(seed: int = 0, limit: int | None = None):
+def training_prompts(seed: int = 0, limit: int | None = None, drills: bool = True):
     """All (format x topic x name) prompts and the copy drills, shuffled deterministically (~13,500). Each row names its `template`
     (task + format), so validation can hold out whole templates; a template keeps its key across topic lists."""
     rows = []
@@ -291,6 +291,7 @@ def training_prompts(seed: int = 0, limit: int | None = None):
                     name = NAMES[(fi * 7) % len(NAMES)]
                     rows.append({"id": f"train-{task}-{tag}{ttag}{fi:04d}", "task": task, "template": template,
                                  "prompt": fmt.format(topic=topic, name=name)})
-    rows += drill_prompts()
+    if drills:
+        rows += drill_prompts()
     random.Random(seed).shuffle(rows)
     return rows[:limit] if limit else rows
