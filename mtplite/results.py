@@ -143,6 +143,32 @@ def copy_section(c):
             + match_length_rows(c))
 
 
+def drill_section(runs):
+    """scripts/drill_ablation.py: heads trained with and without copy drills at equal tokens and budget."""
+    r0 = runs[0]
+    tasks = sorted(k for k in r0["arms"]["A_topics"]["accept_length"]["benchmark_prompts"] if k != "all")
+    L = [f"Do copy drills (prompts whose specifics are random, `mtplite.data.drill_prompts`) teach the head to copy? "
+         f"Two heads per seed, same training budget ({r0['minutes_per_head']:g} min, {r0['epochs']} epochs at most) and "
+         "the same number of distilled training tokens; B replaces part of A's topic rows with drills "
+         "(`scripts/drill_ablation.py`). Teacher-forced accept length (K="
+         f"{r0['K']}) on held-out topic templates ({r0['eval_rows']['heldout_topic_templates']} rows), held-out drill "
+         f"templates ({r0['eval_rows']['heldout_drill_templates']}) and the {r0['eval_rows']['benchmark_prompts']} "
+         "benchmark prompts (evaluation only); 'copyable right' = benchmark positions where lookup's copy is right "
+         "and the head's first draft is too.", "",
+         "| seed | head | train tokens (drills) | held-out topics | held-out drills | benchmark all | "
+         + " | ".join(f"bench {t}" for t in tasks) + " | copyable right |",
+         "|---|---|---|---|---|---|" + "---|" * len(tasks) + "---|"]
+    for r in runs:
+        for name, v in r["arms"].items():
+            a = v["accept_length"]
+            L.append(f"| {r.get('seed', 0)} | {name} | {v['train_tokens']} ({v['drill_tokens']}) | "
+                     f"{a['heldout_topic_templates']['all']:.2f} | {a['heldout_drill_templates']['all']:.2f} | "
+                     f"{a['benchmark_prompts']['all']:.2f} | "
+                     + " | ".join(f"{a['benchmark_prompts'][t]:.2f}" for t in tasks)
+                     + f" | {v['bench_copy_probe']['head_acc_on_copyable']:.3f} |")
+    return L + [""]
+
+
 def match_length_rows(c):
     """The copy probe split by the length of the n-gram lookup matched on (0 = no match), when it has that split."""
     by = c.get("by_match_length")
@@ -175,7 +201,7 @@ def engine_section(runs):
 
 
 def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliability=None, fakequant=(), copy=None,
-           engine=(), backbones=(), torch_mismatch=None, exact_bench=()):
+           engine=(), backbones=(), torch_mismatch=None, exact_bench=(), drills=()):
     run = Path(run_dir)
     bench = json.loads((run / "bench.json").read_text())
     head = json.loads((run / "head" / "head.json").read_text()) if (run / "head" / "head.json").exists() else {}
@@ -239,6 +265,8 @@ def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliabilit
         L += ["## Exactness per precision", ""] + exactness_section(quant, torch_mismatch, exact_bench, backbones)
     if copy:
         L += ["## Copying", ""] + copy_section(copy)
+    if drills:
+        L += ["### Copy drills", ""] + drill_section(drills)
     for bdir in backbones:
         L += backbone_section(bdir)
     if soak:
@@ -430,7 +458,8 @@ AUTO_FILES = {"timed": ["fresh_quickstart_bench.json", "fresh_quickstart_quick_b
               "quant": "quant_report.json", "soak": "soak-gemma-int8.json", "reliability": "reliability.json",
               "fakequant": ["fakequant_int8.json", "fakequant_int4.json"], "copy_probe": "copy_probe.json",
               "engine": ["bench.json", "bench_float_engine.json"], "extra": ["notes.json"],
-              "torch_mismatch": "torch_mismatch.json", "exact_bench": ["bench_exact_int8.json", "bench_exact_int4.json"]}
+              "torch_mismatch": "torch_mismatch.json", "exact_bench": ["bench_exact_int8.json", "bench_exact_int4.json"],
+              "drills": ["drill_ablation.json", "drill_ablation_seed1.json"]}
 
 
 def auto(a):
@@ -461,6 +490,7 @@ def main(argv=None):
                     help="dir of another backbone's run (bench.json, head/head.json, manifest.json)")
     ap.add_argument("--torch-mismatch", help="JSON of scripts/torch_mismatch.py")
     ap.add_argument("--exact-bench", action="append", default=[], help="bench JSON of a `mtplite bench --exact` run")
+    ap.add_argument("--drills", action="append", default=[], help="JSON of scripts/drill_ablation.py")
     ap.add_argument("--auto", action="store_true",
                     help="take every known JSON in RUN_DIR (AUTO_FILES) and sibling runs of other backbones")
     a = ap.parse_args(argv)
@@ -471,7 +501,8 @@ def main(argv=None):
     text = render(a.run_dir, extras, timed=[load(f) for f in a.timed], quant=load(a.quant), soak=load(a.soak),
                   reliability=load(a.reliability), fakequant=[load(f) for f in a.fakequant],
                   copy=load(a.copy_probe), engine=[load(f) for f in a.engine], backbones=a.backbone_run,
-                  torch_mismatch=load(a.torch_mismatch), exact_bench=[load(f) for f in a.exact_bench])
+                  torch_mismatch=load(a.torch_mismatch), exact_bench=[load(f) for f in a.exact_bench],
+                  drills=[load(f) for f in a.drills])
     write_text_atomic(a.out, text)
     png = Path(a.run_dir) / "bench.png"
     if png.exists():

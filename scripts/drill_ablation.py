@@ -66,7 +66,8 @@ def main():
     ap.add_argument("--json")
     a = ap.parse_args()
     if a.drills < 1 or a.minutes <= 0 or a.epochs < 1:
-        raise UserError("--drills and --epochs must be >= 1 and --minutes > 0")
+        raise UserError(f"--drills {a.drills}, --epochs {a.epochs}, --minutes {a.minutes:g}: drills and epochs must be "
+                        ">= 1 and minutes > 0")
     torch.manual_seed(a.seed)
     bb = load_backbone(a.backbone)
     corpus = {p["id"]: p for p in training_prompts()}

@@ -188,7 +188,8 @@ def test_scripts_bad_inputs(tmp_path):
     for args, needle in ((["copy_probe.py", "--backbone", "nope:xyz", "--head", str(tmp_path), "--data", "x"],
                           "unknown backbone"),
                          (["bench_hybrid_rule.py", str(tmp_path / "nobundle")], "manifest.json"),
-                         (["bench_distill.py", "--batches", "64,0"], "--batches")):
+                         (["bench_distill.py", "--batches", "64,0"], "--batches"),
+                         (["drill_ablation.py", "--data", "x", "--drills", "0"], "--drills 0")):
         r = subprocess.run([sys.executable, str(root / args[0]), *args[1:]], capture_output=True, text=True, timeout=300)
         assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
         assert r.stderr.strip().splitlines()[-1].startswith(f"{args[0]}: error:") and needle in r.stderr, r.stderr

@@ -194,7 +194,7 @@ RETIRED = {"rewrite-0", "rewrite-1", "rewrite-3", "code-0", "freeform-m3", "list
 # Copy drills (issue #9): every prompt carries specifics drawn at random (people, codes, times, places, amounts), so
 # the backbone's echo of them can only be predicted by copying from its KV cache, never by memorising a topic list.
 # Trained on the topic families alone, a head was right on 34% of the benchmark positions prompt lookup copies right
-# (scripts/drill_ablation.py, results/micro/drill_ablation_gemma*.json, which also measures what the drills change).
+# (scripts/drill_ablation.py, results/gemma3-270m/drill_ablation*.json, which also measures what the drills change).
 # The framings share no opening or last line with the benchmark prompts (a test checks it).
 DRILL_PEOPLE = ["Dr. Okafor", "Ms. Lindqvist", "Coach Ramirez", "Mr. Tanaka", "Aunt Rosa", "Officer Bell", "Nurse Ibe",
                 "Professor Haddad", "Kofi", "Ingrid", "Mateo", "Yuki", "Siobhan", "Dev", "Marguerite", "Tariq"]
