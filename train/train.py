@@ -73,12 +73,17 @@ def features(backbone, rows, read_layers, dtype=torch.float32, full_labels=False
 
 def template_of(row_id):
     """Template of a shipped-corpus row from its id (rows cached before `template` was recorded)."""
-    from mtplite.data import TOPICS
+    from mtplite.data import DRILLS_PER_FORMAT, TOPICS, TOPICS_MORE
 
     parts = row_id.split("-")
     if len(parts) == 3 and parts[0] == "train":
         tag = parts[2].rstrip("0123456789")
-        return f"{parts[1]}-{tag}{int(parts[2][len(tag):]) // len(TOPICS)}"
+        i = int(parts[2][len(tag):])
+        if tag == "d":
+            return f"{parts[1]}-d{i // DRILLS_PER_FORMAT}"
+        # "<family>t" rows run over TOPICS_MORE; the template key is the family's, whichever topic list
+        family, more = (tag[:-1], True) if tag.endswith("t") else (tag, False)
+        return f"{parts[1]}-{family}{i // len(TOPICS_MORE if more else TOPICS)}"
     return row_id
 
 

@@ -278,8 +278,9 @@ def drill_prompts():
 
 
 def training_prompts(seed: int = 0, limit: int | None = None, drills: bool = True):
-    """All (format x topic x name) prompts and the copy drills, shuffled deterministically (~13,500). Each row names its `template`
-    (task + format), so validation can hold out whole templates; a template keeps its key across topic lists."""
+    """All (format x topic x name) prompts and the copy drills, shuffled deterministically (~13,100). Each row names
+    its `template` (task + format), so validation can hold out whole templates; a template keeps its key across topic
+    lists."""
     rows = []
     for fams, tag in ((FORMATS, ""), (FORMATS_MORE, "m"), (FORMATS_NEW, "n")):
         for task, formats in fams.items():
