@@ -49,7 +49,7 @@ class DrafterGraph(nn.Module):
         self.head = head
 
     def forward(self, activations, input_pos, mask, **kv):
-        reads = [(kv[k_name(i)], kv[v_name(i)]) for i in self.head.c.read_layers]
+        reads = [(kv.get(k_name(i)), kv[v_name(i)]) for i in self.head.kv_layers]
         logits, proj = self.head(activations, input_pos, mask, reads)
         return {"logits": logits, "projected_activations": proj}
 
@@ -68,8 +68,11 @@ def backbone_sample(c, T, C):
 
 
 def drafter_sample(c, hc, C):
+    kv = kv_samples(c, C, hc.read_layers)
+    if hc.copy_heads:  # the copy read takes layer 0's V only
+        kv.setdefault(v_name(0), torch.zeros(1, c.num_kv_heads, c.head_dim, C))
     return {"activations": torch.zeros(1, 1, 2 * c.hidden_size), "input_pos": torch.zeros(1, dtype=torch.int32),
-            "mask": torch.zeros(1, 1, 1, C), **kv_samples(c, C, hc.read_layers)}
+            "mask": torch.zeros(1, 1, 1, C), **kv}
 
 
 class StandaloneGraph(nn.Module):

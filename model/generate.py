@@ -144,7 +144,7 @@ def torch_steps(backbone, head=None, cache_len=512, dtype=torch.float32, exact=F
 
     @torch.no_grad()
     def draft(tok, act, pos, k):
-        reads = [state["kv"][i] for i in head.c.read_layers]
+        reads = [state["kv"][i] for i in head.kv_layers]
         p = torch.tensor([pos], dtype=torch.int32)
         mask = causal_mask(p, cache_len, dtype)
         h, out = act, []

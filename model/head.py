@@ -11,6 +11,12 @@ Contract (LiteRT-LM `mtp_drafter`, see ../shared/notes/litert-facts.md and llm_l
   out projected_activations [1,1,H]
 Attention is query-only: each read layer gets its own query projection roped with that layer's theta, so one block
 can read a global and a sliding layer at once.
+
+Copy read (copy_heads > 0): layer 0's V cache is a function of each cached token alone (v_proj of the normed
+embedding), so it is a token-identity table of the text, already in the shared buffers. The head matches its query
+against it (the token at j and at j-1, unrotated: content, not position), reads the identity of the token at j+1, and
+adds pointer logits for it: induction-style copying, which the learned attention over late layers did not learn from
+the topic corpus (it got 34% of the benchmark positions prompt lookup copies right, notes/PERF.md session 9).
 """
 import json
 from dataclasses import dataclass, asdict, field
@@ -40,6 +46,7 @@ class HeadConfig:
     act: str = "silu"
     attn_scale: float = 0.0
     draft_ids: list = field(default_factory=list)  # draft index -> full vocab id (frequency ranked)
+    copy_heads: int = 0  # pointer heads over layer 0's V cache (0 = none: heads saved before it load unchanged)
 
     def to_json(self):
         d = asdict(self)
@@ -62,14 +69,14 @@ def default_read_layers(c):
     return sorted(out | {slid[-1]})
 
 
-def head_config(bc, draft_ids, K=3, read_layers=None, num_blocks=1, intermediate_size=None):
+def head_config(bc, draft_ids, K=3, read_layers=None, num_blocks=1, intermediate_size=None, copy_heads=0):
     rl = read_layers or default_read_layers(bc)
     return HeadConfig(
         hidden_size=bc.hidden_size, num_heads=bc.num_heads, num_kv_heads=bc.num_kv_heads, head_dim=bc.head_dim,
         read_layers=list(rl), rope_theta=[bc.rope_theta[i] for i in rl], sliding_window=[bc.sliding_window[i] for i in rl],
         intermediate_size=intermediate_size or 2 * bc.hidden_size, draft_vocab_size=len(draft_ids),
         vocab_size=bc.vocab_size, num_blocks=num_blocks, K=K, rms_eps=bc.rms_eps, norm_offset=bc.norm_offset,
-        act=bc.act, attn_scale=bc.attn_scale, draft_ids=list(map(int, draft_ids)))
+        act=bc.act, attn_scale=bc.attn_scale, draft_ids=list(map(int, draft_ids)), copy_heads=copy_heads)
 
 
 class HeadBlock(nn.Module):
@@ -105,6 +112,75 @@ class HeadBlock(nn.Module):
         return x + self.down_proj(g * self.up_proj(xn))
 
 
+def shift(x, n, fill):
+    """x[..., j - n] along the last axis (n = 1: right, n = -1: left), `fill` where it falls outside."""
+    pad = torch.full((*x.shape[:-1], abs(n)), fill, dtype=x.dtype)
+    return torch.cat([pad, x[..., :-n]], -1) if n > 0 else torch.cat([x[..., -n:], pad], -1)
+
+
+def unit_rms(x, eps=1e-6):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+
+
+class CopyRead(nn.Module):
+    """Pointer heads over the token-identity table E (layer 0's V cache, one unit-RMS row per cached position).
+
+    Head h scores position j by q_cur . E_j + q_prev . E_{j-1} (a 2-gram match; E unrotated, so it is content only),
+    over j whose successor j+1 is cached, and reads a_h = sum_j p_j E_{j+1}: the token that followed the match.
+    Its logits are a_h's similarity to each draft token's own row of E, scaled by beta_h and gated by sigmoid(w . x +
+    gamma_h * logsumexp(scores)) (how good the best match is); a_h also enters the residual so the carried state knows
+    what was copied. Only [C]-long score vectors are shifted, never the cache."""
+
+    def __init__(self, c: HeadConfig):
+        super().__init__()
+        H, n, dt = c.hidden_size, c.copy_heads, c.num_kv_heads * c.head_dim
+        self.n, self.dt = n, dt
+        self.norm = RMSNorm(H, c.rms_eps, False)
+        self.q_cur = nn.Linear(H, n * dt, bias=False)
+        self.q_prev = nn.Linear(H, n * dt, bias=False)
+        self.gate = nn.Linear(H, n)
+        self.gamma = nn.Parameter(torch.zeros(n))
+        self.beta = nn.Parameter(torch.full((n,), 8.0))
+        self.o_proj = nn.Linear(n * dt, H, bias=False)
+        nn.init.zeros_(self.o_proj.weight)
+        # each draft token's row of E (set from the backbone by init_from_backbone; saved with the head)
+        self.register_buffer("token_rows", torch.zeros(c.draft_vocab_size, dt))
+
+    def forward(self, x, mask, v0):
+        """x [B,T,H]; mask [B|1,1,T,C] (keys < pos visible); v0 [B,KVH,D,C] -> (residual add [B,T,H], logits [B,T,N])."""
+        B, T, _ = x.shape
+        C = v0.shape[-1]
+        E = unit_rms(v0.permute(0, 3, 1, 2).reshape(v0.shape[0], C, self.dt))  # [B,C,dt]
+        xn = self.norm(x)
+        qc = self.q_cur(xn).view(B, T, self.n, self.dt).transpose(1, 2)  # [B,n,T,dt]
+        qp = self.q_prev(xn).view(B, T, self.n, self.dt).transpose(1, 2)
+        Et = E.transpose(-1, -2)[:, None]  # [B,1,dt,C]
+        scale = self.dt ** -0.5
+        s = (torch.matmul(qc, Et) + shift(torch.matmul(qp, Et), 1, 0.0)) * scale  # [B,n,T,C]
+        # j and j+1 both visible (j+1 < pos): the successor must be cached
+        m = mask.float()
+        s = s + m + shift(m, -1, NEG_INF)
+        lse = torch.logsumexp(s, -1)  # [B,n,T]
+        p = shift(torch.softmax(s, -1), 1, 0.0)  # weight on j moved to j+1
+        a = torch.matmul(p, E[:, None])  # [B,n,T,dt]
+        sim = torch.matmul(a, self.token_rows.t()[None, None]) / self.dt  # cosine-like, [B,n,T,N]
+        g = torch.sigmoid(self.gate(xn).transpose(1, 2) + self.gamma[None, :, None] * lse)  # [B,n,T]
+        logits = ((g * self.beta[None, :, None])[..., None] * sim).sum(1)
+        return self.o_proj(a.transpose(1, 2).reshape(B, T, -1)), logits
+
+    @torch.no_grad()
+    def init_from_backbone(self, dec, draft_ids):
+        """E rows of the draft tokens, as layer 0 writes them into its V cache; q_cur starts as the same map (so a
+        token's query matches its own earlier occurrences), q_prev at zero."""
+        l0 = dec.layers[0]
+        v = l0.v_proj(l0.input_layernorm(dec.embed(draft_ids[None])))[0]
+        self.token_rows.copy_(unit_rms(v.float()))
+        w = l0.v_proj.weight * (l0.input_layernorm.weight + 1.0 if l0.input_layernorm.offset else l0.input_layernorm.weight)
+        for h in range(self.n):
+            self.q_cur.weight[h * self.dt : (h + 1) * self.dt] = w * 2.0
+        self.q_prev.weight.zero_()
+
+
 class MTPHead(nn.Module):
     def __init__(self, c: HeadConfig):
         super().__init__()
@@ -114,6 +190,7 @@ class MTPHead(nn.Module):
         self.hid_norm = RMSNorm(H, c.rms_eps, False)
         self.fc = nn.Linear(2 * H, H, bias=False)
         self.blocks = nn.ModuleList([HeadBlock(c) for _ in range(c.num_blocks)])
+        self.copy = CopyRead(c) if c.copy_heads else None
         self.out_norm = RMSNorm(H, c.rms_eps, False)
         self.draft_head = nn.Linear(H, c.draft_vocab_size, bias=False)
         # full vocab id -> draft index, or draft_vocab_size (a -inf column) for ids outside the draft vocabulary
@@ -122,7 +199,15 @@ class MTPHead(nn.Module):
         self.register_buffer("vocab_map", vmap, persistent=False)
         self.register_buffer("draft_ids_t", torch.tensor(c.draft_ids, dtype=torch.long), persistent=False)
 
+    @property
+    def kv_layers(self):
+        """The backbone layers whose (K, V) pairs step() takes, in order: the read layers, then layer 0 for the copy
+        read (its V only)."""
+        return list(self.c.read_layers) + ([0] if self.copy is not None else [])
+
     def init_from_backbone(self, backbone):
+        if self.copy is not None:
+            self.copy.init_from_backbone(backbone, self.draft_ids_t)
         with torch.no_grad():
             self.draft_head.weight.copy_(backbone.lm_head.weight[self.draft_ids_t])
             # start as "h passes through": the carried state begins close to the backbone activation
@@ -134,16 +219,22 @@ class MTPHead(nn.Module):
                 b.down_proj.weight.mul_(0.1)
 
     def step(self, x2, pos, mask, kv):
-        """x2 [B,T,2H] -> (draft logits [B,T,N], projected [B,T,H]). The drafter's own causality: keys < pos."""
+        """x2 [B,T,2H] -> (draft logits [B,T,N], projected [B,T,H]). The drafter's own causality: keys < pos.
+        kv: the (K, V) pairs of self.kv_layers."""
         H = self.c.hidden_size
-        C = kv[0][0].shape[2]
+        C = kv[0][1].shape[-1]
         stale = torch.arange(C, dtype=torch.int32)[None, :] >= pos[:, None].to(torch.int32)
         mask = mask + torch.where(stale, torch.tensor(NEG_INF), torch.tensor(0.0))[None, None]
         x = self.fc(torch.cat([self.emb_norm(x2[..., :H]), self.hid_norm(x2[..., H:])], -1))
+        n = len(self.c.read_layers)
         for b in self.blocks:
-            x = b(x, pos, mask, kv)
-        a = self.out_norm(x)
-        return self.draft_head(a).float(), a
+            x = b(x, pos, mask, kv[:n])
+        if self.copy is None:
+            a = self.out_norm(x)
+            return self.draft_head(a).float(), a
+        add, ptr = self.copy(x, mask, kv[n][1])
+        a = self.out_norm(x + add)
+        return (self.draft_head(a) + ptr).float(), a
 
     def full_logits(self, draft_logits):
         """Draft logits placed at their full-vocabulary ids, NEG_INF elsewhere (the contract's output).
@@ -190,6 +281,8 @@ def _validate(c: HeadConfig):
             raise ValueError(f"{k}={v!r} out of range")
     if c.num_heads % c.num_kv_heads or c.num_blocks > 8 or c.K > 16:
         raise ValueError("num_heads must be a multiple of num_kv_heads, num_blocks <= 8, K <= 16")
+    if not isinstance(c.copy_heads, int) or isinstance(c.copy_heads, bool) or not 0 <= c.copy_heads <= 8:
+        raise ValueError(f"copy_heads={c.copy_heads!r} must be 0-8")
     n = len(c.read_layers) if isinstance(c.read_layers, list) else -1
     if not 0 < n <= 8 or any(not isinstance(x, int) or isinstance(x, bool) or x < 0 for x in c.read_layers):
         raise ValueError("read_layers must be 1-8 layer indices")

@@ -7,6 +7,10 @@ trained on), per task type, with the copy probe's split on the benchmark prompts
   python scripts/drill_ablation.py --data DISTILL.jsonl [--drills 36] [--minutes 12] [--seed 0] [--json out.json]
 
 DISTILL.jsonl is a distillation cache of the backbone (96 new tokens); the drills are distilled into it if missing.
+
+--compare copy: the same scoring for the copy read (mtplite.model.head.CopyRead) instead: A = the attention-only head,
+B = the same plus --copy-heads pointer heads over layer 0's V cache, both on the same rows (topics + drills) and the
+same budget.
 """
 import argparse
 import json
@@ -16,13 +20,13 @@ from collections import defaultdict
 
 import torch
 
-from mtplite.data import drill_prompts, training_prompts
+from mtplite.data import drill_prompts, is_drill, training_prompts
 from mtplite.errors import UserError, run_main
 from mtplite.model.load import load_backbone
 from mtplite.paths import write_text_atomic
-from mtplite.runtime.bench import default_prompts
-from mtplite.train.distill import distill, fast_decode, format_prompt, greedy_batch, load_rows
-from mtplite.train.train import evaluate, split_rows, train_head
+from mtplite.runtime.bench import default_prompts, load_prompts
+from mtplite.train.distill import distill, load_rows
+from mtplite.train.train import accepted_runs, split_rows, train_head
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
 from copy_probe import probe  # noqa: E402
@@ -33,23 +37,26 @@ def n_gen(rows):
 
 
 def bench_rows(bb, path, max_new):
-    ps = [json.loads(line) for line in open(path)]
-    seqs = [format_prompt(bb, p["prompt"]) for p in ps]
-    outs = []
-    with fast_decode(bb.model, torch.float32):
-        for i in range(0, len(seqs), 16):
-            outs += greedy_batch(bb.model, seqs[i : i + 16], max_new, set(bb.eos_ids))
-    return [{"id": p["id"], "task": p["task"], "prompt_len": len(s), "tokens": s + c} for p, s, c in zip(ps, seqs, outs)]
+    """The benchmark prompts' greedy continuations, made here and never cached (evaluation only)."""
+    return distill(bb, load_prompts(path), None, max_new=max_new, batch=16, progress=False)
 
 
 def score(bb, head, K, sets):
+    """Teacher-forced accept_length per set, overall and per task: one backbone pass per row."""
     out = {}
     for name, rows in sets.items():
         by = defaultdict(list)
         for r in rows:
             by[r["task"]].append(r)
-        out[name] = {"all": evaluate(head, bb, rows, K), **{t: evaluate(head, bb, rs, K) for t, rs in sorted(by.items())}}
+        runs = {t: accepted_runs(head, bb, rs, K) for t, rs in sorted(by.items())}
+        every = torch.cat(list(runs.values()))
+        out[name] = {"all": float(1 + every.mean()), **{t: float(1 + a.mean()) for t, a in runs.items() if len(a)}}
     return out
+
+
+def probe_summary(pr):
+    return {k: pr[k] for k in ("head_acc", "head_acc_on_copyable", "head_acc_when_no_match", "lookup_acc_when_match",
+                               "share_copyable")}
 
 
 def main():
@@ -63,17 +70,19 @@ def main():
     ap.add_argument("--k", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0, help="training seed of both heads (the held-out split stays fixed)")
     ap.add_argument("--prompts", help="benchmark prompts JSONL (default ../shared/prompts/tasks.jsonl)")
+    ap.add_argument("--compare", choices=("drills", "copy"), default="drills")
+    ap.add_argument("--copy-heads", type=int, default=2, help="pointer heads of arm B under --compare copy")
     ap.add_argument("--json")
     a = ap.parse_args()
-    if a.drills < 1 or a.minutes <= 0 or a.epochs < 1:
-        raise UserError(f"--drills {a.drills}, --epochs {a.epochs}, --minutes {a.minutes:g}: drills and epochs must be "
-                        ">= 1 and minutes > 0")
+    if a.drills < 1 or a.minutes <= 0 or a.epochs < 1 or not 1 <= a.copy_heads <= 8:
+        raise UserError(f"--drills {a.drills}, --epochs {a.epochs}, --minutes {a.minutes:g}, --copy-heads "
+                        f"{a.copy_heads}: drills and epochs must be >= 1, minutes > 0, copy heads 1-8")
     torch.manual_seed(a.seed)
     bb = load_backbone(a.backbone)
     corpus = {p["id"]: p for p in training_prompts()}
     cached = load_rows(a.data)
     topic = [{**r, "template": corpus[r["id"]]["template"]} for r in cached.values()
-             if r["id"] in corpus and "-d" not in r["id"]]
+             if r["id"] in corpus and not is_drill(r["id"])]
     if not topic:
         raise UserError(f"{a.data}: no cached rows of the topic corpus; run `mtplite train` or quickstart first")
     per = defaultdict(list)
@@ -86,24 +95,27 @@ def main():
     keep = list(t_train)
     while keep and n_gen(keep) + n_gen(d_train) > n_gen(t_train):
         keep.pop()
-    arms = {"A_topics": t_train, "B_topics+drills": keep + d_train}
+    if a.compare == "drills":
+        arms = {"A_topics": (t_train, 0), "B_topics+drills": (keep + d_train, 0)}
+    else:
+        arms = {"A_attention": (t_train + d_train, 0), f"B_copy{a.copy_heads}": (t_train + d_train, a.copy_heads)}
     bench = bench_rows(bb, a.prompts or default_prompts(), a.max_new)
     sets = {"heldout_topic_templates": t_val, "heldout_drill_templates": d_val, "benchmark_prompts": bench}
-    res = {"backbone": a.backbone, "fingerprint": bb.fingerprint, "seed": a.seed, "minutes_per_head": a.minutes,
+    res = {"compare": a.compare, "backbone": a.backbone, "fingerprint": bb.fingerprint, "seed": a.seed,
+           "minutes_per_head": a.minutes,
            "epochs": a.epochs,
            "K": a.k, "eval_rows": {k: len(v) for k, v in sets.items()}, "arms": {}}
-    for name, rows in arms.items():
+    for name, (rows, copy_heads) in arms.items():
         t0 = time.time()
         head, info = train_head(bb, rows, K=a.k, epochs=a.epochs, budget_s=a.minutes * 60, seed=a.seed, val_rows=t_val,
-                                log=lambda s: print(s, file=sys.stderr))
+                                log=lambda s: print(s, file=sys.stderr), copy_heads=copy_heads)
         pr = probe(bb, head, bench)
-        res["arms"][name] = {"train_rows": len(rows), "train_tokens": n_gen(rows),
-                             "drill_tokens": n_gen([r for r in rows if "-d" in r["id"]]),
-                             "train_s": round(time.time() - t0, 1), "history": info["history"],
+        res["arms"][name] = {"train_rows": len(rows), "train_tokens": n_gen(rows), "copy_heads": copy_heads,
+                             "drill_tokens": n_gen([r for r in rows if is_drill(r["id"])]),
+                             "train_s": round(time.time() - t0, 1), "steps": info["steps"],
+                             "history": info["history"],
                              "accept_length": score(bb, head, a.k, sets),
-                             "bench_copy_probe": {k: pr[k] for k in ("head_acc", "head_acc_on_copyable",
-                                                                     "head_acc_when_no_match", "lookup_acc_when_match",
-                                                                     "share_copyable")}}
+                             "bench_copy_probe": probe_summary(pr)}
         print(json.dumps({name: res["arms"][name]["accept_length"]}, indent=1), file=sys.stderr)
     print(json.dumps(res, indent=1))
     if a.json:

@@ -85,11 +85,12 @@ def load_rows(path):
 
 
 def distill(backbone, prompts, out_path, max_new=64, batch=8, dtype=torch.float32, budget_s=None, progress=True):
-    """Append {id, task, prompt_len, tokens} rows for prompts not yet in out_path; return all rows."""
+    """Append {id, task, prompt_len, tokens} rows for prompts not yet in out_path; return all rows.
+    out_path None: nothing cached (greedy rows of evaluation prompts that must never land in a training cache)."""
     import time
 
-    out_path = Path(out_path)
-    done = load_rows(out_path)
+    out_path = out_path and Path(out_path)
+    done = load_rows(out_path) if out_path else {}
     todo = [p for p in prompts if p["id"] not in done]
     dec = backbone.model
     t0 = time.time()
@@ -100,7 +101,8 @@ def distill(backbone, prompts, out_path, max_new=64, batch=8, dtype=torch.float3
     todo = [p for i in range(0, len(todo), win) for p in sorted(todo[i : i + win], key=lambda p: len(seq[p["id"]]))]
     bar = tqdm(total=len(todo), desc="self-distill", unit="prompt", disable=not progress)
     # one fast_decode for the whole run (packing Gemma's LM head takes ~0.4-1 s, a batch ~90 s), none when all is cached
-    with open(out_path, "a") as f, (fast_decode(dec, dtype) if todo else contextlib.nullcontext()):
+    sink = open(out_path, "a") if out_path else contextlib.nullcontext()
+    with sink as f, (fast_decode(dec, dtype) if todo else contextlib.nullcontext()):
         for i in range(0, len(todo), batch):
             if budget_s is not None and time.time() - t0 >= budget_s:  # 0: cached rows only
                 break
@@ -109,10 +111,12 @@ def distill(backbone, prompts, out_path, max_new=64, batch=8, dtype=torch.float3
             conts = greedy_batch(dec, seqs, max_new, set(backbone.eos_ids), dtype)
             for p, s, c in zip(chunk, seqs, conts):
                 r = {"id": p["id"], "task": p["task"], "prompt_len": len(s), "tokens": s + c}
-                f.write(json.dumps(r) + "\n")
+                if f is not None:
+                    f.write(json.dumps(r) + "\n")
                 done[p["id"]] = r
-            f.flush()
-            os.fsync(f.fileno())
+            if f is not None:
+                f.flush()
+                os.fsync(f.fileno())
             bar.update(len(chunk))
     bar.close()
     # rows cached before `template` was recorded get it from the prompt list (validation holds out whole templates)

@@ -73,13 +73,13 @@ def features(backbone, rows, read_layers, dtype=torch.float32, full_labels=False
 
 def template_of(row_id):
     """Template of a shipped-corpus row from its id (rows cached before `template` was recorded)."""
-    from mtplite.data import DRILLS_PER_FORMAT, TOPICS, TOPICS_MORE
+    from mtplite.data import DRILLS_PER_FORMAT, TOPICS, TOPICS_MORE, is_drill
 
     parts = row_id.split("-")
     if len(parts) == 3 and parts[0] == "train":
         tag = parts[2].rstrip("0123456789")
         i = int(parts[2][len(tag):])
-        if tag == "d":
+        if is_drill(row_id):
             return f"{parts[1]}-d{i // DRILLS_PER_FORMAT}"
         # "<family>t" rows run over TOPICS_MORE; the template key is the family's, whichever topic list
         family, more = (tag[:-1], True) if tag.endswith("t") else (tag, False)
@@ -233,7 +233,7 @@ def pick_dtype(name, backbone, device, log=print):
 
 def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, num_blocks=1, epochs=4, batch=8,
                lr=1e-3, budget_s=None, seed=0, progress=True, log=print, val_rows=None, dtype=torch.float32,
-               init_head=None):
+               init_head=None, copy_heads=0):
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     ddp = world > 1
@@ -245,7 +245,8 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
         head.to(next(backbone.model.parameters()).device)
     else:
         dv = draft_vocab(rows, backbone, draft_vocab_size)
-        head = MTPHead(head_config(backbone.model.c, dv, K=K, read_layers=read_layers, num_blocks=num_blocks))
+        head = MTPHead(head_config(backbone.model.c, dv, K=K, read_layers=read_layers, num_blocks=num_blocks,
+                                   copy_heads=copy_heads))
         head.init_from_backbone(backbone.model)
     c = head.c
     model = Rollout(head, K)
@@ -272,6 +273,7 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
     cache = {}
     best = (-1.0, None)
     history = []
+    steps = 0
     bar = tqdm(total=steps_total, desc="train head", unit="batch", disable=not progress or rank != 0)
     stop = False
     for ep in range(epochs):
@@ -290,7 +292,7 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
                 # under DDP every rank takes its share of the rows of the same batch: with the loss normalised by
                 # the global count, the summed gradient equals the one-process gradient of the whole batch
                 mine = batches[bi][rank::world]
-                f = features(backbone, [rows[i] for i in mine], c.read_layers, dtype) if mine else None
+                f = features(backbone, [rows[i] for i in mine], head.kv_layers, dtype) if mine else None
                 if epochs > 1:  # kept for the next epochs, in the backbone's dtype (1M tokens: 16 GB in float32)
                     cache[bi] = pack(f, dtype)
             if f is None:
@@ -306,6 +308,7 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
             opt.zero_grad(set_to_none=True)
             sched.step()
             bar.update(1)
+            steps += 1
             bar.set_postfix(loss=f"{float(total.detach()) / max(count, 1):.3f}")
         if val_rows and rank == 0:
             tau = evaluate(head, backbone, val_rows, K, dtype=dtype)
@@ -321,15 +324,18 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
     if ddp:
         torch.distributed.barrier()
     head.eval()
-    return head, {"history": history, "train_s": time.time() - t0, "best_val_accept_length": best[0]}
+    return head, {"history": history, "train_s": time.time() - t0, "best_val_accept_length": best[0], "steps": steps}
 
 
 @torch.no_grad()
+def accepted_runs(head, backbone, rows, K, batch=8, dtype=torch.float32):
+    """Teacher-forced drafts accepted in a row at every anchor of `rows` (one backbone pass per row)."""
+    acc = [rollout_loss(head, features(backbone, rows[i : i + batch], head.kv_layers, dtype), K)[2]
+           for i in range(0, len(rows), batch)]
+    return torch.cat(acc) if acc else torch.zeros(0)
+
+
 def evaluate(head, backbone, rows, K, batch=8, dtype=torch.float32):
     """Teacher-forced estimate of accept_length: 1 + drafts accepted in a row, over every anchor."""
-    acc = []
-    for i in range(0, len(rows), batch):
-        f = features(backbone, rows[i : i + batch], head.c.read_layers, dtype)
-        acc.append(rollout_loss(head, f, K)[2])
-    a = torch.cat(acc)
+    a = accepted_runs(head, backbone, rows, K, batch, dtype)
     return float(1 + a.mean()) if len(a) else 0.0

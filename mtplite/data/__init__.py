@@ -263,6 +263,12 @@ def drill_facts(rng):
     return s[0].upper() + s[1:]
 
 
+def is_drill(row_id):
+    """True for the id of a copy-drill prompt (`train-<task>-dNNNN`; topic-corpus tags never start with d)."""
+    parts = row_id.split("-")
+    return len(parts) == 3 and parts[0] == "train" and parts[2][:1] == "d"
+
+
 def drill_prompts():
     rows = []
     rng = random.Random(1234)
