@@ -31,6 +31,8 @@ def cmd_train(a):
         raise UserError(f"--distill-batch {a.distill_batch}: use at least 1 (default: 64 for large vocabularies)")
     if a.draft_vocab < 16:
         raise UserError(f"--draft-vocab {a.draft_vocab}: use at least 16 (4096 is a good default)")
+    if not 0 <= a.copy_heads <= 8:
+        raise UserError(f"--copy-heads {a.copy_heads}: use 0 (none) to 8")
     torch.manual_seed(a.seed)
     torch.set_num_threads(a.threads or torch.get_num_threads())
     dev = pick_device(a.device)
@@ -83,7 +85,7 @@ def _train(a, bb, t0, dtype):
         print("mtplite: keeping the trained head in --out; training only the standalone baseline", file=sys.stderr)
     if head is None:
         head, info = train_head(bb, train_rows, K=a.k, draft_vocab_size=a.draft_vocab, num_blocks=a.blocks,
-                                read_layers=a.read_layers,
+                                read_layers=a.read_layers, copy_heads=a.copy_heads,
                                 epochs=a.epochs, batch=a.batch, lr=a.lr, budget_s=left, seed=a.seed, val_rows=val_rows,
                                 log=lambda s: print(s, file=sys.stderr), dtype=dtype, init_head=init)
         bb.model.float()
@@ -194,6 +196,8 @@ def main(argv=None):
     t.add_argument("--read-layers", help="backbone layers whose KV the head reads, e.g. 5,11,16,17 (default: three global "
                                         "layers spread over the depth + the last sliding one; the last layer where "
                                         "every layer is global)")
+    t.add_argument("--copy-heads", type=int, default=0,
+                   help="pointer heads that copy from the text through layer 0's V cache (0 = none)")
     t.add_argument("--budget-minutes", type=float, default=None)
     t.add_argument("--data-share", type=float, default=0.5, help="share of the budget for new self-distilled data")
     t.add_argument("--prompts", type=int, default=None, help="limit the prompt corpus")

@@ -144,24 +144,33 @@ def copy_section(c):
 
 
 def drill_section(runs):
-    """scripts/drill_ablation.py: heads trained with and without copy drills at equal tokens and budget."""
+    """scripts/drill_ablation.py: heads trained with and without copy drills (--compare drills), or with and without
+    the copy read (--compare copy), at equal budget."""
     r0 = runs[0]
-    tasks = sorted(k for k in r0["arms"]["A_topics"]["accept_length"]["benchmark_prompts"] if k != "all")
-    L = [f"Do copy drills (prompts whose specifics are random, `mtplite.data.drill_prompts`) teach the head to copy? "
-         f"Two heads per seed, same training budget ({r0['minutes_per_head']:g} min, {r0['epochs']} epochs at most) and "
-         "the same number of distilled training tokens; B replaces part of A's topic rows with drills "
-         "(`scripts/drill_ablation.py`). Teacher-forced accept length (K="
-         f"{r0['K']}) on held-out topic templates ({r0['eval_rows']['heldout_topic_templates']} rows), held-out drill "
-         f"templates ({r0['eval_rows']['heldout_drill_templates']}) and the {r0['eval_rows']['benchmark_prompts']} "
-         "benchmark prompts (evaluation only); 'copyable right' = benchmark positions where lookup's copy is right "
-         "and the head's first draft is too.", "",
-         "| seed | head | train tokens (drills) | held-out topics | held-out drills | benchmark all | "
-         + " | ".join(f"bench {t}" for t in tasks) + " | copyable right |",
-         "|---|---|---|---|---|---|" + "---|" * len(tasks) + "---|"]
+    tasks = sorted(k for k in next(iter(r0["arms"].values()))["accept_length"]["benchmark_prompts"] if k != "all")
+    scoring = (f"Teacher-forced accept length (K={r0['K']}) on held-out topic templates "
+               f"({r0['eval_rows']['heldout_topic_templates']} rows), held-out drill templates "
+               f"({r0['eval_rows']['heldout_drill_templates']}) and the {r0['eval_rows']['benchmark_prompts']} "
+               "benchmark prompts (evaluation only); 'copyable right' = benchmark positions where lookup's copy is right "
+               "and the head's first draft is too.")
+    if r0.get("compare", "drills") == "copy":
+        L = ["Does a pointer over the text make the head copy? A = the attention-only head, B = the same plus "
+             "pointer heads over layer 0's V cache (`CopyRead` in model/head.py: a 2-gram match on the token-identity "
+             "rows layer 0 caches, then the row after the match as extra logits). Same rows (topics + drills), seed "
+             f"and budget ({r0['minutes_per_head']:g} min, {r0['epochs']} epochs at most; "
+             "`scripts/drill_ablation.py --compare copy`). " + scoring]
+    else:
+        L = ["Do copy drills (prompts whose specifics are random, `mtplite.data.drill_prompts`) teach the head to copy? "
+             f"Two heads per seed, same training budget ({r0['minutes_per_head']:g} min, {r0['epochs']} epochs at most) "
+             "and the same number of distilled training tokens; B replaces part of A's topic rows with drills "
+             "(`scripts/drill_ablation.py`). " + scoring]
+    L += ["", "| seed | head | train tokens (drills) | steps | held-out topics | held-out drills | benchmark all | "
+          + " | ".join(f"bench {t}" for t in tasks) + " | copyable right |",
+          "|---|---|---|---|---|---|---|" + "---|" * len(tasks) + "---|"]
     for r in runs:
         for name, v in r["arms"].items():
             a = v["accept_length"]
-            L.append(f"| {r.get('seed', 0)} | {name} | {v['train_tokens']} ({v['drill_tokens']}) | "
+            L.append(f"| {r.get('seed', 0)} | {name} | {v['train_tokens']} ({v['drill_tokens']}) | {v.get('steps', '-')} | "
                      f"{a['heldout_topic_templates']['all']:.2f} | {a['heldout_drill_templates']['all']:.2f} | "
                      f"{a['benchmark_prompts']['all']:.2f} | "
                      + " | ".join(f"{a['benchmark_prompts'][t]:.2f}" for t in tasks)
@@ -265,8 +274,10 @@ def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliabilit
         L += ["## Exactness per precision", ""] + exactness_section(quant, torch_mismatch, exact_bench, backbones)
     if copy:
         L += ["## Copying", ""] + copy_section(copy)
-    if drills:
-        L += ["### Copy drills", ""] + drill_section(drills)
+    for kind, title in (("drills", "Copy drills"), ("copy", "Copy read")):
+        runs = [r for r in drills if r.get("compare", "drills") == kind]
+        if runs:
+            L += [f"### {title}", ""] + drill_section(runs)
     for bdir in backbones:
         L += backbone_section(bdir)
     if soak:
@@ -459,7 +470,8 @@ AUTO_FILES = {"timed": ["fresh_quickstart_bench.json", "fresh_quickstart_quick_b
               "fakequant": ["fakequant_int8.json", "fakequant_int4.json"], "copy_probe": "copy_probe.json",
               "engine": ["bench.json", "bench_float_engine.json"], "extra": ["notes.json"],
               "torch_mismatch": "torch_mismatch.json", "exact_bench": ["bench_exact_int8.json", "bench_exact_int4.json"],
-              "drills": ["drill_ablation.json", "drill_ablation_seed1.json"]}
+              "drills": ["drill_ablation.json", "drill_ablation_seed1.json", "copy_ablation.json",
+                         "copy_ablation_seed1.json"]}
 
 
 def auto(a):

@@ -170,6 +170,9 @@ def test_cli_bad_inputs(tmp_path):
     msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"),
                                 "--read-layers", "1,99")[::2])
     assert "--read-layers 1,99" in msg
+    msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"),
+                                "--copy-heads", "9")[::2])
+    assert "--copy-heads 9" in msg
     if not torch.cuda.is_available():
         msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"),
                                     "--device", "cuda")[::2])
@@ -428,3 +431,61 @@ def test_fast_decode_gives_the_same_distilled_tokens(spec):
     assert fast == D.greedy_batch(bb.model, seqs, 12, set(bb.eos_ids))
     # left on, export would lower slice assignment and a oneDNN buffer
     assert not any(b.inplace_cache for b in bb.model.layers) and isinstance(bb.model.lm_head, torch.nn.Linear)
+
+
+@pytest.mark.parametrize("spec", FAMILIES)
+def test_copy_read_table_is_layer0_v_cache(spec):
+    """The copy read's token rows are exactly what layer 0 writes into its V cache for each token, so a pointer at a
+    cached position names the token that is there."""
+    from mtplite.model.head import MTPHead, head_config, unit_rms
+    from mtplite.model.load import load_backbone
+    from mtplite.train.train import features
+
+    bb = load_backbone(spec)
+    c = bb.model.c
+    head = MTPHead(head_config(c, list(range(c.vocab_size)), K=3, copy_heads=2))
+    head.init_from_backbone(bb.model)
+    assert head.kv_layers[-1] == 0
+    rows = [{"tokens": bb.encode(p), "prompt_len": 1} for p in PROMPTS[:4]]
+    f = features(bb, rows, head.kv_layers)
+    v0 = f["kv"][-1][1]
+    E = unit_rms(v0.permute(0, 3, 1, 2).reshape(v0.shape[0], v0.shape[-1], -1))
+    ok = f["ok"]
+    assert (E[ok] - head.copy.token_rows[f["tokens"][ok]]).abs().max() < 1e-4
+    # the table tells tokens apart: each row is nearest to itself
+    sim = head.copy.token_rows @ head.copy.token_rows.t()
+    assert (sim.argmax(-1) == torch.arange(c.vocab_size)).float().mean() > 0.99
+
+
+def test_copy_read_points_at_what_followed_a_match():
+    """A pointer head whose query is the current token's own row attends to the cached position holding that token
+    and returns the row of the token after it (the induction step), with the mask hiding positions >= pos."""
+    from mtplite.model.decoder import causal_mask
+    from mtplite.model.head import CopyRead, head_config
+
+    torch.manual_seed(0)
+    c = head_config(type("C", (), dict(hidden_size=8, num_heads=1, num_kv_heads=1, head_dim=16, rope_theta=[1e4],
+                                       sliding_window=[0], vocab_size=6, num_layers=1, rms_eps=1e-6,
+                                       norm_offset=False, act="silu", attn_scale=0.25))(), list(range(6)),
+                    read_layers=[0], copy_heads=1)
+    cr = CopyRead(c)
+    rows = torch.nn.functional.normalize(torch.randn(6, 16), dim=-1) * 4.0  # unit RMS
+    cr.token_rows.copy_(rows)
+    seq = [3, 1, 4, 0, 5, 2]  # cached tokens, positions 0..5
+    v0 = rows[seq].t()[None, None]  # [1,1,D,C]
+    with torch.no_grad():
+        cr.q_cur.weight.zero_()
+        cr.q_prev.weight.zero_()
+        cr.gate.weight.zero_()
+        cr.gate.bias.fill_(10.0)
+        # query = 40 x (row of token 4): scores peak where token 4 sits (position 2), so the read is token 0's row
+        x = torch.randn(1, 1, 8)
+        cr.norm.weight.fill_(1.0)
+        cr.q_cur.weight.copy_(rows[4][:, None] * 40.0 / cr.norm(x)[0, 0].abs().sum() * torch.sign(cr.norm(x)[0, 0]))
+        pos = torch.tensor([6], dtype=torch.int32)
+        mask = causal_mask(pos - 1, 6)  # keys < pos
+        _, logits = cr(x, mask, v0)
+        assert int(logits[0, 0].argmax()) == 0
+        # with only positions 0..2 visible, token 4's successor (position 3) is not cached: no pointer to token 0
+        _, logits = cr(x, causal_mask(torch.tensor([2], dtype=torch.int32), 6), v0)
+        assert int(logits[0, 0].argmax()) != 0

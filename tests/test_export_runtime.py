@@ -150,7 +150,7 @@ print("RESULT " + json.dumps({"spec": spec, "rows": rows}))
 """
 
 
-@pytest.mark.parametrize("spec", ["tiny:gemma3", "tiny:qwen3"])
+@pytest.mark.parametrize("spec", ["tiny:gemma3", "tiny:qwen3", "tiny:llama"])  # tiny:llama's drafter has the copy read
 def test_official_engine_runs_bundle(spec, tmp_path):
     bb, head, *_ = trained(spec)
     out = bundle(spec)
