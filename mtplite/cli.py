@@ -196,8 +196,9 @@ def main(argv=None):
     t.add_argument("--read-layers", help="backbone layers whose KV the head reads, e.g. 5,11,16,17 (default: three global "
                                         "layers spread over the depth + the last sliding one; the last layer where "
                                         "every layer is global)")
-    t.add_argument("--copy-heads", type=int, default=0,
-                   help="pointer heads that copy from the text through layer 0's V cache (0 = none)")
+    t.add_argument("--copy-heads", type=int, default=2,
+                   help="pointer heads that copy from the text through layer 0's V cache (0 = none; BENCHMARKS.md "
+                        "'Copy read')")
     t.add_argument("--budget-minutes", type=float, default=None)
     t.add_argument("--data-share", type=float, default=0.5, help="share of the budget for new self-distilled data")
     t.add_argument("--prompts", type=int, default=None, help="limit the prompt corpus")

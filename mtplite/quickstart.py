@@ -32,6 +32,8 @@ def cmd_quickstart(a):
     from mtplite.train.train import distill_batch, pick_device, pick_dtype, split_rows, train_head
 
     quick = a.quick
+    if not 0 <= a.copy_heads <= 8:
+        raise UserError(f"--copy-heads {a.copy_heads}: use 0 (none) to 8")
     budget = a.budget_minutes or (2.5 if quick else 45)  # --quick: export int8 alone takes ~5.6 min here
     root = Path(a.dir) if a.dir else cache_dir() / "quickstart" / (a.backbone.replace(":", "-").replace("/", "_")
                                                                       + ("-quick" if quick else ""))
@@ -76,7 +78,7 @@ def cmd_quickstart(a):
             tr, va = split_rows(rows)
             left = budget * 60 - (time.time() - t0)
             head, info = train_head(work, tr, K=a.k, draft_vocab_size=a.draft_vocab, epochs=6, batch=8, lr=1e-3,
-                                    budget_s=max(left, 30), val_rows=va, dtype=dtype, log=log)
+                                    budget_s=max(left, 30), val_rows=va, dtype=dtype, log=log, copy_heads=a.copy_heads)
         del work
         bb.model.cpu()
         head.cpu()
@@ -165,6 +167,7 @@ def register(sub):
     q.add_argument("--quant", default="int8")
     q.add_argument("--k", type=int, default=3)
     q.add_argument("--draft-vocab", type=int, default=4096)
+    q.add_argument("--copy-heads", type=int, default=2, help="pointer heads over layer 0's V cache (0 = none)")
     q.add_argument("--max-new", type=int, default=96, help="greedy tokens per training prompt")
     q.add_argument("--max-new-tokens", type=int, default=64, help="tokens per benchmark prompt")
     q.add_argument("--cache-length", type=int, default=512)

@@ -230,7 +230,7 @@ def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliabilit
     if head:
         c = head["config"]
         L += [f"- backbone fingerprint `{head.get('backbone_fingerprint')}`; K={c['K']}; {c['num_blocks']} block(s) reading "
-              f"layers {c['read_layers']}; draft vocabulary {c['draft_vocab_size']} (frequency-ranked)",
+              f"layers {c['read_layers']}{copy_read(c)}; draft vocabulary {c['draft_vocab_size']} (frequency-ranked)",
               f"- self-distilled training tokens: {head.get('train_generated_tokens')} over {head.get('train_sequences')} "
               f"sequences; training time {head.get('train_s', 0) / 60:.1f} min",
               "- held-out accept length (teacher-forced estimate) per epoch: "
@@ -302,9 +302,14 @@ def load_run(d, head_json):
     return json.loads((d / "bench.json").read_text()), json.loads(Path(head_json).read_text()), settings
 
 
+def copy_read(c):
+    n = c.get("copy_heads", 0)
+    return f" + a copy read ({n} pointer heads over layer 0's V cache)" if n else ""
+
+
 def head_summary(h):
     c = h["config"]
-    return (f"Head: K={c['K']}, {c['num_blocks']} block(s) reading layers {c['read_layers']}, draft vocabulary "
+    return (f"Head: K={c['K']}, {c['num_blocks']} block(s) reading layers {c['read_layers']}{copy_read(c)}, draft vocabulary "
             f"{c['draft_vocab_size']}; {h.get('train_generated_tokens')} self-distilled tokens over "
             f"{h.get('train_sequences')} sequences, trained {h.get('train_s', 0) / 60:.1f} min")
 
