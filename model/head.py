@@ -156,12 +156,12 @@ class CopyRead(nn.Module):
         qp = self.q_prev(xn).view(B, T, self.n, self.dt).transpose(1, 2)
         Et = E.transpose(-1, -2)[:, None]  # [B,1,dt,C]
         scale = self.dt ** -0.5
-        s = (torch.matmul(qc, Et) + shift(torch.matmul(qp, Et), 1, 0.0)) * scale  # [B,n,T,C]
+        s = (torch.matmul(qc, Et) + shift(torch.matmul(qp, Et), 1, 0.0)).float() * scale  # [B,n,T,C]
         # j and j+1 both visible (j+1 < pos): the successor must be cached
         m = mask.float()
         s = s + m + shift(m, -1, NEG_INF)
         lse = torch.logsumexp(s, -1)  # [B,n,T]
-        p = shift(torch.softmax(s, -1), 1, 0.0)  # weight on j moved to j+1
+        p = shift(torch.softmax(s, -1).to(E.dtype), 1, 0.0)  # weight on j moved to j+1
         a = torch.matmul(p, E[:, None])  # [B,n,T,dt]
         sim = torch.matmul(a, self.token_rows.t()[None, None]) / self.dt  # cosine-like, [B,n,T,N]
         g = torch.sigmoid(self.gate(xn).transpose(1, 2) + self.gamma[None, :, None] * lse)  # [B,n,T]
