@@ -19,6 +19,7 @@ adds pointer logits for it: induction-style copying, which the learned attention
 the topic corpus (it got 34% of the benchmark positions prompt lookup copies right, notes/PERF.md session 9).
 """
 import json
+import math
 from dataclasses import dataclass, asdict, field
 
 import torch
@@ -47,10 +48,22 @@ class HeadConfig:
     attn_scale: float = 0.0
     draft_ids: list = field(default_factory=list)  # draft index -> full vocab id (frequency ranked)
     copy_heads: int = 0  # pointer heads over layer 0's V cache (0 = none: heads saved before it load unchanged)
+    copy_ngram: int = 2  # 2: the bigram pointer of heads saved before the trigram one; 3: see CopyRead
 
     def to_json(self):
         d = asdict(self)
         return d
+
+
+MAX_COPY_HEADS = 8
+
+
+def check_copy_heads(n, flag="--copy-heads"):
+    """The pointer-head count a command takes; the same bound head.json is checked against on load."""
+    from mtplite.errors import UserError
+
+    if not 0 <= n <= MAX_COPY_HEADS:
+        raise UserError(f"{flag} {n}: use 0 (none) to {MAX_COPY_HEADS}")
 
 
 def default_read_layers(c):
@@ -69,14 +82,15 @@ def default_read_layers(c):
     return sorted(out | {slid[-1]})
 
 
-def head_config(bc, draft_ids, K=3, read_layers=None, num_blocks=1, intermediate_size=None, copy_heads=0):
+def head_config(bc, draft_ids, K=3, read_layers=None, num_blocks=1, intermediate_size=None, copy_heads=0, copy_ngram=3):
     rl = read_layers or default_read_layers(bc)
     return HeadConfig(
         hidden_size=bc.hidden_size, num_heads=bc.num_heads, num_kv_heads=bc.num_kv_heads, head_dim=bc.head_dim,
         read_layers=list(rl), rope_theta=[bc.rope_theta[i] for i in rl], sliding_window=[bc.sliding_window[i] for i in rl],
         intermediate_size=intermediate_size or 2 * bc.hidden_size, draft_vocab_size=len(draft_ids),
         vocab_size=bc.vocab_size, num_blocks=num_blocks, K=K, rms_eps=bc.rms_eps, norm_offset=bc.norm_offset,
-        act=bc.act, attn_scale=bc.attn_scale, draft_ids=list(map(int, draft_ids)), copy_heads=copy_heads)
+        act=bc.act, attn_scale=bc.attn_scale, draft_ids=list(map(int, draft_ids)), copy_heads=copy_heads,
+        copy_ngram=copy_ngram)
 
 
 class HeadBlock(nn.Module):
@@ -125,16 +139,26 @@ def unit_rms(x, eps=1e-6):
 class CopyRead(nn.Module):
     """Pointer heads over the token-identity table E (layer 0's V cache, one unit-RMS row per cached position).
 
-    Head h scores position j by q_cur . E_j + q_prev . E_{j-1} (a 2-gram match; E unrotated, so it is content only),
-    over j whose successor j+1 is cached, and reads a_h = sum_j p_j E_{j+1}: the token that followed the match.
-    Its logits are a_h's similarity to each draft token's own row of E, scaled by beta_h and gated by sigmoid(w . x +
+    Head h scores position j by how well the text ending at j matches the text ending at the current token, over j
+    whose successor j+1 is cached, and reads a_h = sum_j p_j E_{j+1}: the token that followed the match. Its logits
+    are a_h's similarity to each draft token's own row of E, scaled by beta_h and gated by sigmoid(w . x +
     gamma_h * logsumexp(scores)) (how good the best match is); a_h also enters the residual so the carried state knows
-    what was copied. Only [C]-long score vectors are shifted, never the cache."""
+    what was copied. Only [C]-long score vectors are shifted, never the cache.
+
+    copy_ngram 2 (heads saved before the trigram pointer): q_cur . E_j + q_prev . E_{j-1}, both queries learned from
+    the stream. It got 75% of the positions right where lookup's trigram gets 94% (first draft, benchmark prompts).
+    copy_ngram 3 starts as prompt lookup's first draft and learns from there:
+      the current token's query is its own row (a map of its embedding, initialised to layer 0's), not the stream;
+      the previous two tokens' queries are learned from the stream plus, behind a learned gate, the rows cached at
+      pos-1 and pos-2 -- exactly the previous tokens at the first draft step, stale at later ones (the gate learns
+      to tell the backbone's activation from the head's own);
+      a learned recency penalty per position back breaks ties between equal matches as lookup does (latest wins).
+    """
 
     def __init__(self, c: HeadConfig):
         super().__init__()
         H, n, dt = c.hidden_size, c.copy_heads, c.num_kv_heads * c.head_dim
-        self.n, self.dt = n, dt
+        self.n, self.dt, self.ngram = n, dt, c.copy_ngram
         self.norm = RMSNorm(H, c.rms_eps, False)
         self.q_cur = nn.Linear(H, n * dt, bias=False)
         self.q_prev = nn.Linear(H, n * dt, bias=False)
@@ -143,20 +167,48 @@ class CopyRead(nn.Module):
         self.beta = nn.Parameter(torch.full((n,), 8.0))
         self.o_proj = nn.Linear(n * dt, H, bias=False)
         nn.init.zeros_(self.o_proj.weight)
+        if self.ngram == 3:
+            self.emb_norm = RMSNorm(H, c.rms_eps, False)
+            self.q_prev2 = nn.Linear(H, n * dt, bias=False)
+            self.match = nn.Parameter(torch.full((3, n), 8.0))  # nats for an exact match of cur, prev, prev2
+            self.cached_gate = nn.Linear(H, 2 * n)  # rows at pos-1, pos-2 as prev, prev2
+            self.recency = nn.Parameter(torch.full((n,), math.log(1 / 256)))
         # each draft token's row of E (set from the backbone by init_from_backbone; saved with the head)
         self.register_buffer("token_rows", torch.zeros(c.draft_vocab_size, dt))
 
-    def forward(self, x, mask, v0):
-        """x [B,T,H]; mask [B|1,1,T,C] (keys < pos visible); v0 [B,KVH,D,C] -> (residual add [B,T,H], logits [B,T,N])."""
+    def scores(self, xn, E, pos, emb):
+        """[B,n,T,C] match scores of each position j (before the successor shift)."""
+        B, T, _ = xn.shape
+        C = E.shape[1]
+        Et = E.transpose(-1, -2)[:, None]  # [B,1,dt,C]
+        heads = lambda q: q.view(B, T, self.n, self.dt).transpose(1, 2)  # noqa: E731
+        scale = self.dt ** -0.5
+        if self.ngram == 2:
+            return (torch.matmul(heads(self.q_cur(xn)), Et) + shift(torch.matmul(heads(self.q_prev(xn)), Et), 1, 0.0)
+                    ).float() * scale
+        w = self.match.float()[:, None, :, None, None]  # [3,1,n,1,1]
+        # the current token: cosine of its own row with every cached row
+        qc = unit_rms(heads(self.q_cur(self.emb_norm(emb))).float())
+        s = w[0] * torch.matmul(qc, Et.float()) / self.dt
+        # the rows at pos-1 and pos-2, picked by a one-hot matmul (no gather in the graph)
+        back = pos.to(torch.float32)[:, None] - torch.arange(C, dtype=torch.float32)[None]  # [T,C] = pos - j
+        g = torch.sigmoid(self.cached_gate(xn).float()).transpose(1, 2)  # [B,2n,T]
+        for i, q in ((1, self.q_prev), (2, self.q_prev2)):
+            row = torch.matmul((back == i).float()[None], E.float())  # [B,T,dt]
+            cached = torch.matmul(row, E.float().transpose(-1, -2))[:, None] / self.dt  # [B,1,T,C]
+            learned = torch.matmul(heads(q(xn)), Et).float() * scale
+            s = s + shift(learned + w[i] * g[:, (i - 1) * self.n : i * self.n, :, None] * cached, i, 0.0)
+        # back - 1 = positions from j's successor to the newest cached token; masked positions are clamped, not used
+        return s - self.recency.float().exp()[None, :, None, None] * (back - 1).clamp(min=0)[None, None]
+
+    def forward(self, x, mask, v0, pos, emb):
+        """x [B,T,H]; mask [B|1,1,T,C] (keys < pos visible); v0 [B,KVH,D,C]; pos [T]; emb [B,T,H] the current
+        token's embedding -> (residual add [B,T,H], logits [B,T,N])."""
         B, T, _ = x.shape
         C = v0.shape[-1]
         E = unit_rms(v0.permute(0, 3, 1, 2).reshape(v0.shape[0], C, self.dt))  # [B,C,dt]
         xn = self.norm(x)
-        qc = self.q_cur(xn).view(B, T, self.n, self.dt).transpose(1, 2)  # [B,n,T,dt]
-        qp = self.q_prev(xn).view(B, T, self.n, self.dt).transpose(1, 2)
-        Et = E.transpose(-1, -2)[:, None]  # [B,1,dt,C]
-        scale = self.dt ** -0.5
-        s = (torch.matmul(qc, Et) + shift(torch.matmul(qp, Et), 1, 0.0)).float() * scale  # [B,n,T,C]
+        s = self.scores(xn, E, pos, emb)
         # j and j+1 both visible (j+1 < pos): the successor must be cached
         m = mask.float()
         s = s + m + shift(m, -1, NEG_INF)
@@ -171,14 +223,19 @@ class CopyRead(nn.Module):
     @torch.no_grad()
     def init_from_backbone(self, dec, draft_ids):
         """E rows of the draft tokens, as layer 0 writes them into its V cache; q_cur starts as the same map (so a
-        token's query matches its own earlier occurrences), q_prev at zero."""
+        token's query matches its own earlier occurrences), the learned previous-token queries at zero, the cached
+        rows' gates open."""
         l0 = dec.layers[0]
         v = l0.v_proj(l0.input_layernorm(dec.embed(draft_ids[None])))[0]
         self.token_rows.copy_(unit_rms(v.float()))
         w = l0.v_proj.weight * (l0.input_layernorm.weight + 1.0 if l0.input_layernorm.offset else l0.input_layernorm.weight)
         for h in range(self.n):
-            self.q_cur.weight[h * self.dt : (h + 1) * self.dt] = w * 2.0
+            self.q_cur.weight[h * self.dt : (h + 1) * self.dt] = w * (1.0 if self.ngram == 3 else 2.0)
         self.q_prev.weight.zero_()
+        if self.ngram == 3:
+            self.q_prev2.weight.zero_()
+            self.cached_gate.weight.zero_()
+            self.cached_gate.bias.fill_(3.0)
 
 
 class MTPHead(nn.Module):
@@ -200,10 +257,14 @@ class MTPHead(nn.Module):
         self.register_buffer("draft_ids_t", torch.tensor(c.draft_ids, dtype=torch.long), persistent=False)
 
     @property
+    def v_only_layers(self):
+        """Layers read for their V alone: layer 0 for the copy read, unless it is a read layer already."""
+        return [0] if self.copy is not None and 0 not in self.c.read_layers else []
+
+    @property
     def kv_layers(self):
-        """The backbone layers whose (K, V) pairs step() takes, in order: the read layers, then layer 0 for the copy
-        read (its V only)."""
-        return list(self.c.read_layers) + ([0] if self.copy is not None else [])
+        """The backbone layers whose (K, V) pairs step() takes, in order: the read layers, then the V-only ones."""
+        return list(self.c.read_layers) + self.v_only_layers
 
     def init_from_backbone(self, backbone):
         if self.copy is not None:
@@ -232,7 +293,8 @@ class MTPHead(nn.Module):
         if self.copy is None:
             a = self.out_norm(x)
             return self.draft_head(a).float(), a
-        add, ptr = self.copy(x, mask, kv[n][1])
+        v0 = kv[n][1] if len(kv) > n else kv[self.c.read_layers.index(0)][1]
+        add, ptr = self.copy(x, mask, v0, pos, x2[..., :H])
         a = self.out_norm(x + add)
         return (self.draft_head(a) + ptr).float(), a
 
@@ -281,8 +343,10 @@ def _validate(c: HeadConfig):
             raise ValueError(f"{k}={v!r} out of range")
     if c.num_heads % c.num_kv_heads or c.num_blocks > 8 or c.K > 16:
         raise ValueError("num_heads must be a multiple of num_kv_heads, num_blocks <= 8, K <= 16")
-    if not isinstance(c.copy_heads, int) or isinstance(c.copy_heads, bool) or not 0 <= c.copy_heads <= 8:
-        raise ValueError(f"copy_heads={c.copy_heads!r} must be 0-8")
+    if not isinstance(c.copy_heads, int) or isinstance(c.copy_heads, bool) or not 0 <= c.copy_heads <= MAX_COPY_HEADS:
+        raise ValueError(f"copy_heads={c.copy_heads!r} must be 0-{MAX_COPY_HEADS}")
+    if c.copy_ngram not in (2, 3) or isinstance(c.copy_ngram, bool):
+        raise ValueError(f"copy_ngram={c.copy_ngram!r} must be 2 or 3")
     n = len(c.read_layers) if isinstance(c.read_layers, list) else -1
     if not 0 < n <= 8 or any(not isinstance(x, int) or isinstance(x, bool) or x < 0 for x in c.read_layers):
         raise ValueError("read_layers must be 1-8 layer indices")

@@ -22,6 +22,7 @@ def cmd_train(a):
     import torch
 
     from mtplite.errors import UserError
+    from mtplite.model.head import check_copy_heads
     from mtplite.model.load import load_backbone
     from mtplite.train.train import pick_device, pick_dtype
 
@@ -31,8 +32,7 @@ def cmd_train(a):
         raise UserError(f"--distill-batch {a.distill_batch}: use at least 1 (default: 64 for large vocabularies)")
     if a.draft_vocab < 16:
         raise UserError(f"--draft-vocab {a.draft_vocab}: use at least 16 (4096 is a good default)")
-    if not 0 <= a.copy_heads <= 8:
-        raise UserError(f"--copy-heads {a.copy_heads}: use 0 (none) to 8")
+    check_copy_heads(a.copy_heads)
     torch.manual_seed(a.seed)
     torch.set_num_threads(a.threads or torch.get_num_threads())
     dev = pick_device(a.device)

@@ -23,7 +23,7 @@ def cmd_quickstart(a):
 
     from mtplite.data import training_prompts
     from mtplite.export.export import export
-    from mtplite.model.head import load_head, save_head
+    from mtplite.model.head import check_copy_heads, load_head, save_head
     from mtplite.model.load import load_backbone
     from mtplite.paths import cache_dir, write_text_atomic
     from mtplite.runtime.bench import bench, default_prompts, load_prompts, markdown, plot
@@ -32,8 +32,7 @@ def cmd_quickstart(a):
     from mtplite.train.train import distill_batch, pick_device, pick_dtype, split_rows, train_head
 
     quick = a.quick
-    if not 0 <= a.copy_heads <= 8:
-        raise UserError(f"--copy-heads {a.copy_heads}: use 0 (none) to 8")
+    check_copy_heads(a.copy_heads)
     budget = a.budget_minutes or (2.5 if quick else 45)  # --quick: export int8 alone takes ~5.6 min here
     root = Path(a.dir) if a.dir else cache_dir() / "quickstart" / (a.backbone.replace(":", "-").replace("/", "_")
                                                                       + ("-quick" if quick else ""))

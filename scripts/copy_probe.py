@@ -27,7 +27,7 @@ def probe(bb, head, rows, batch=8):
     c = Counter()
     for i in range(0, len(rows), batch):
         rs = rows[i : i + batch]
-        f = features(bb, rs, head.kv_layers)
+        f = features(bb, rs, head.kv_layers, v_only=head.v_only_layers)
         toks, ok, act, y, emb = f["tokens"], f["ok"], f["act"], f["labels"], f["emb"]
         B, L = toks.shape
         idx = torch.arange(1, L)

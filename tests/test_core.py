@@ -445,9 +445,10 @@ def test_copy_read_table_is_layer0_v_cache(spec):
     c = bb.model.c
     head = MTPHead(head_config(c, list(range(c.vocab_size)), K=3, copy_heads=2))
     head.init_from_backbone(bb.model)
-    assert head.kv_layers[-1] == 0
+    assert head.kv_layers[-1] == 0 and head.v_only_layers == [0]
     rows = [{"tokens": bb.encode(p), "prompt_len": 1} for p in PROMPTS[:4]]
-    f = features(bb, rows, head.kv_layers)
+    f = features(bb, rows, head.kv_layers, v_only=head.v_only_layers)
+    assert f["kv"][-1][0] is None  # the copy read's K is never kept
     v0 = f["kv"][-1][1]
     E = unit_rms(v0.permute(0, 3, 1, 2).reshape(v0.shape[0], v0.shape[-1], -1))
     ok = f["ok"]
@@ -467,7 +468,7 @@ def test_copy_read_points_at_what_followed_a_match():
     c = head_config(type("C", (), dict(hidden_size=8, num_heads=1, num_kv_heads=1, head_dim=16, rope_theta=[1e4],
                                        sliding_window=[0], vocab_size=6, num_layers=1, rms_eps=1e-6,
                                        norm_offset=False, act="silu", attn_scale=0.25))(), list(range(6)),
-                    read_layers=[0], copy_heads=1)
+                    read_layers=[0], copy_heads=1, copy_ngram=2)
     cr = CopyRead(c)
     rows = torch.nn.functional.normalize(torch.randn(6, 16), dim=-1) * 4.0  # unit RMS
     cr.token_rows.copy_(rows)
@@ -484,8 +485,46 @@ def test_copy_read_points_at_what_followed_a_match():
         cr.q_cur.weight.copy_(rows[4][:, None] * 40.0 / cr.norm(x)[0, 0].abs().sum() * torch.sign(cr.norm(x)[0, 0]))
         pos = torch.tensor([6], dtype=torch.int32)
         mask = causal_mask(pos - 1, 6)  # keys < pos
-        _, logits = cr(x, mask, v0)
+        _, logits = cr(x, mask, v0, pos, None)
         assert int(logits[0, 0].argmax()) == 0
         # with only positions 0..2 visible, token 4's successor (position 3) is not cached: no pointer to token 0
-        _, logits = cr(x, causal_mask(torch.tensor([2], dtype=torch.int32), 6), v0)
+        _, logits = cr(x, causal_mask(torch.tensor([2], dtype=torch.int32), 6), v0, pos, None)
         assert int(logits[0, 0].argmax()) != 0
+
+
+@pytest.mark.parametrize("spec", FAMILIES)
+def test_trigram_pointer_starts_as_prompt_lookup(spec):
+    """Freshly initialised, the trigram pointer (copy_ngram 3) already drafts what prompt lookup's trigram match
+    drafts: the current token's query is its own row, the previous two are the rows cached at pos-1 and pos-2, and
+    recency picks the latest of equal matches. Whatever the stream x holds: only the gates read it."""
+    from mtplite.model.decoder import causal_mask
+    from mtplite.model.head import MTPHead, head_config
+    from mtplite.model.load import load_backbone
+    from mtplite.runtime.lookup import lookup
+    from mtplite.train.train import features
+
+    bb = load_backbone(spec)
+    c = bb.model.c
+    ids = list(range(c.vocab_size))[::-1]  # draft index != token id, so a missed scatter shows
+    head = MTPHead(head_config(c, ids, K=3, copy_heads=2, read_layers=[0]))
+    head.init_from_backbone(bb.model)
+    assert head.kv_layers == [0] and head.v_only_layers == []  # layer 0 read once, for both uses
+    g = torch.Generator().manual_seed(0)
+    n = agree = 0
+    for _ in range(12):
+        a = torch.randint(3, c.vocab_size, (10,), generator=g).tolist()
+        b = torch.randint(3, c.vocab_size, (10,), generator=g).tolist()
+        seq = a + b + a[:4] + b[:3] + a[4:7]  # matches of 1-3 tokens, some repeated with different successors
+        f = features(bb, [{"tokens": seq, "prompt_len": 1}], head.kv_layers)
+        v0 = f["kv"][0][1]
+        for P in range(3, len(seq)):
+            want = lookup(seq[: P + 1], 1, min_ngram=3)
+            if want is None:
+                continue
+            pos = torch.tensor([P], dtype=torch.int32)
+            with torch.no_grad():
+                _, ptr = head.copy(torch.randn(1, 1, c.hidden_size, generator=g), causal_mask(pos - 1, len(seq)), v0,
+                                   pos, f["emb"][:, P : P + 1])
+            n += 1
+            agree += ids[int(ptr[0, 0].argmax())] == want[0]
+    assert n >= 20 and agree == n, (agree, n)

@@ -47,8 +47,9 @@ def draft_vocab(rows, backbone, size):
 
 
 @torch.no_grad()
-def features(backbone, rows, read_layers, dtype=torch.float32, full_labels=False):
-    """Teacher-forced backbone pass for one batch: activations, labels and the read layers' KV.
+def features(backbone, rows, layers, dtype=torch.float32, full_labels=False, v_only=()):
+    """Teacher-forced backbone pass for one batch: activations, labels and the KV of `layers` (K left None for the
+    layers in v_only: the copy read's layer 0 needs its V alone, and the cache of features keeps what it is given).
 
     Labels: by default the distilled continuation itself (it IS the backbone's greedy output), so the LM head is
     skipped, which is most of the cost on large vocabularies (4x on Gemma's 262k); anchors inside the prompt then
@@ -68,7 +69,7 @@ def features(backbone, rows, read_layers, dtype=torch.float32, full_labels=False
             start = L - len(r["tokens"]) + r["prompt_len"] - 1  # position whose next token is the first generated
             labels[b, start : L - 1] = toks[b, start + 1 :]
     return {"tokens": toks, "ok": ok, "act": act.float(), "labels": labels, "emb": dec.embed(toks).float(),
-            "kv": [(kv[i][0].float(), kv[i][1].float()) for i in read_layers]}
+            "kv": [(None if i in v_only else kv[i][0].float(), kv[i][1].float()) for i in layers]}
 
 
 def template_of(row_id):
@@ -91,14 +92,18 @@ def pack(f, dtype):
     """A features dict stored in `dtype` (lossless when the backbone ran in it); None stays None."""
     if f is None or dtype == torch.float32:
         return f
-    return {k: ([(a.to(dtype), b.to(dtype)) for a, b in v] if k == "kv" else v.to(dtype) if v.is_floating_point() else v)
+    return {k: ([(_to(a, dtype), b.to(dtype)) for a, b in v] if k == "kv" else v.to(dtype) if v.is_floating_point() else v)
             for k, v in f.items()}
+
+
+def _to(t, dtype):
+    return None if t is None else t.to(dtype)
 
 
 def unpack(f):
     if f is None:
         return f
-    return {k: ([(a.float(), b.float()) for a, b in v] if k == "kv" else v.float() if v.is_floating_point() else v)
+    return {k: ([(_to(a, torch.float32), b.float()) for a, b in v] if k == "kv" else v.float() if v.is_floating_point() else v)
             for k, v in f.items()}
 
 
@@ -233,7 +238,7 @@ def pick_dtype(name, backbone, device, log=print):
 
 def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, num_blocks=1, epochs=4, batch=8,
                lr=1e-3, budget_s=None, seed=0, progress=True, log=print, val_rows=None, dtype=torch.float32,
-               init_head=None, copy_heads=0):
+               init_head=None, copy_heads=0, copy_ngram=3):
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     ddp = world > 1
@@ -246,7 +251,7 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
     else:
         dv = draft_vocab(rows, backbone, draft_vocab_size)
         head = MTPHead(head_config(backbone.model.c, dv, K=K, read_layers=read_layers, num_blocks=num_blocks,
-                                   copy_heads=copy_heads))
+                                   copy_heads=copy_heads, copy_ngram=copy_ngram))
         head.init_from_backbone(backbone.model)
     c = head.c
     model = Rollout(head, K)
@@ -292,7 +297,7 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
                 # under DDP every rank takes its share of the rows of the same batch: with the loss normalised by
                 # the global count, the summed gradient equals the one-process gradient of the whole batch
                 mine = batches[bi][rank::world]
-                f = features(backbone, [rows[i] for i in mine], head.kv_layers, dtype) if mine else None
+                f = features(backbone, [rows[i] for i in mine], head.kv_layers, dtype, v_only=head.v_only_layers) if mine else None
                 if epochs > 1:  # kept for the next epochs, in the backbone's dtype (1M tokens: 16 GB in float32)
                     cache[bi] = pack(f, dtype)
             if f is None:
@@ -330,7 +335,7 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
 @torch.no_grad()
 def accepted_runs(head, backbone, rows, K, batch=8, dtype=torch.float32):
     """Teacher-forced drafts accepted in a row at every anchor of `rows` (one backbone pass per row)."""
-    acc = [rollout_loss(head, features(backbone, rows[i : i + batch], head.kv_layers, dtype), K)[2]
+    acc = [rollout_loss(head, features(backbone, rows[i : i + batch], head.kv_layers, dtype, v_only=head.v_only_layers), K)[2]
            for i in range(0, len(rows), batch)]
     return torch.cat(acc) if acc else torch.zeros(0)
 
