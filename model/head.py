@@ -187,15 +187,16 @@ class CopyRead(nn.Module):
             return (torch.matmul(heads(self.q_cur(xn)), Et) + shift(torch.matmul(heads(self.q_prev(xn)), Et), 1, 0.0)
                     ).float() * scale
         w = self.match.float()[:, None, :, None, None]  # [3,1,n,1,1]
+        Ef = E.float()  # float32 once for the three exact-match terms (a no-op when the cache is float32)
         # the current token: cosine of its own row with every cached row
         qc = unit_rms(heads(self.q_cur(self.emb_norm(emb))).float())
-        s = w[0] * torch.matmul(qc, Et.float()) / self.dt
+        s = w[0] * torch.matmul(qc, Ef.transpose(-1, -2)[:, None]) / self.dt
         # the rows at pos-1 and pos-2, picked by a one-hot matmul (no gather in the graph)
         back = pos.to(torch.float32)[:, None] - torch.arange(C, dtype=torch.float32)[None]  # [T,C] = pos - j
         g = torch.sigmoid(self.cached_gate(xn).float()).transpose(1, 2)  # [B,2n,T]
         for i, q in ((1, self.q_prev), (2, self.q_prev2)):
-            row = torch.matmul((back == i).float()[None], E.float())  # [B,T,dt]
-            cached = torch.matmul(row, E.float().transpose(-1, -2))[:, None] / self.dt  # [B,1,T,C]
+            row = torch.matmul((back == i).float()[None], Ef)  # [B,T,dt]
+            cached = torch.matmul(row, Ef.transpose(-1, -2))[:, None] / self.dt  # [B,1,T,C]
             learned = torch.matmul(heads(q(xn)), Et).float() * scale
             s = s + shift(learned + w[i] * g[:, (i - 1) * self.n : i * self.n, :, None] * cached, i, 0.0)
         # back - 1 = positions from j's successor to the newest cached token; masked positions are clamped, not used

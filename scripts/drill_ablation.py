@@ -25,7 +25,7 @@ import torch
 
 from mtplite.data import drill_prompts, is_drill, training_prompts
 from mtplite.errors import UserError, run_main
-from mtplite.model.head import save_head
+from mtplite.model.head import MAX_COPY_HEADS, save_head
 from mtplite.model.load import load_backbone
 from mtplite.paths import write_text_atomic
 from mtplite.runtime.bench import default_prompts, load_prompts
@@ -79,9 +79,9 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--save", help="directory to save each arm's head in (DIR/ARM)")
     a = ap.parse_args()
-    if a.drills < 1 or a.minutes <= 0 or a.epochs < 1 or not 1 <= a.copy_heads <= 8:
+    if a.drills < 1 or a.minutes <= 0 or a.epochs < 1 or not 1 <= a.copy_heads <= MAX_COPY_HEADS:
         raise UserError(f"--drills {a.drills}, --epochs {a.epochs}, --minutes {a.minutes:g}, --copy-heads "
-                        f"{a.copy_heads}: drills and epochs must be >= 1, minutes > 0, copy heads 1-8")
+                        f"{a.copy_heads}: drills and epochs must be >= 1, minutes > 0, copy heads 1-{MAX_COPY_HEADS}")
     torch.manual_seed(a.seed)
     bb = load_backbone(a.backbone)
     corpus = {p["id"]: p for p in training_prompts()}
