@@ -8,7 +8,8 @@ Contract (LiteRT-LM `mtp_drafter`, see ../shared/notes/litert-facts.md and llm_l
                             hides it internally (keys must be < input_pos)
   in  kv_cache_k_i / kv_cache_v_i of the layers we read (read-only, the backbone's buffers)
   out logits [1,1,V] (full vocabulary; the draft vocabulary is scattered back with a gather)
-  out projected_activations [1,1,H]
+  out projected_activations [1,1,H]  (with copy_follow its last 2F + 1 dims carry the copy read's position code and
+                                      the draft step: see MTPHead.unpack)
 Attention is query-only: each read layer gets its own query projection roped with that layer's theta, so one block
 can read a global and a sliding layer at once.
 
@@ -49,6 +50,7 @@ class HeadConfig:
     draft_ids: list = field(default_factory=list)  # draft index -> full vocab id (frequency ranked)
     copy_heads: int = 0  # pointer heads over layer 0's V cache (0 = none: heads saved before it load unchanged)
     copy_ngram: int = 2  # 2: the bigram pointer of heads saved before the trigram one; 3: see CopyRead
+    copy_follow: int = 0  # frequencies of the carried read-position code (0: re-match at every draft step)
 
     def to_json(self):
         d = asdict(self)
@@ -56,6 +58,13 @@ class HeadConfig:
 
 
 MAX_COPY_HEADS = 8
+MAX_FOLLOW = 64
+# The carried step index, in units the backbone's final-normed activation does not reach (|h| < FLAG / 2; on 64
+# distilled rows each Gemma 3 270M's max |h| is 133, 23 in the last dim, SmolLM2's 55 and 5: scripts/
+# activation_range.py, results/micro/activation_range.json): at the first draft
+# step the engine hands the head the backbone's h, so a small value in the flag slot means "step 1". Training
+# refuses a backbone whose h gets there (train.rollout_loss). Multiples of 4096 stay exact in fp16 up to step 15.
+FLAG = 4096.0
 
 
 def check_copy_heads(n, flag="--copy-heads"):
@@ -64,6 +73,24 @@ def check_copy_heads(n, flag="--copy-heads"):
 
     if not 0 <= n <= MAX_COPY_HEADS:
         raise UserError(f"{flag} {n}: use 0 (none) to {MAX_COPY_HEADS}")
+
+
+def check_follow(arg, hidden_size, copy_heads, flag="--copy-follow"):
+    """--copy-follow: 'auto' (default_follow), 0 (re-match at every draft step) or a frequency count."""
+    from mtplite.errors import UserError
+
+    if str(arg).strip().lower() == "auto":
+        return default_follow(hidden_size, copy_heads, 3)
+    try:
+        f = int(arg)
+    except ValueError:
+        f = -1
+    if f and not copy_heads:
+        raise UserError(f"{flag} {arg}: following a match needs pointer heads; give --copy-heads 1 or more, or {flag} 0")
+    if not 0 <= f <= MAX_FOLLOW or 4 * (2 * f + 1) > hidden_size:
+        raise UserError(f"{flag} {arg}: use auto, 0 (off) or 1-{min(MAX_FOLLOW, (hidden_size // 4 - 1) // 2)} "
+                        f"(the code takes 2N + 1 of the carried activation's {hidden_size} dims)")
+    return f
 
 
 def default_read_layers(c):
@@ -82,7 +109,16 @@ def default_read_layers(c):
     return sorted(out | {slid[-1]})
 
 
-def head_config(bc, draft_ids, K=3, read_layers=None, num_blocks=1, intermediate_size=None, copy_heads=0, copy_ngram=3):
+def default_follow(hidden_size, copy_heads, copy_ngram, F=16):
+    """The read-position code's frequencies: 16 (its cosine kernel stays under 0.5 off its peak over 4,096
+    positions), fewer where the slot (2F + 1 dims of the carried activation) would take over an eighth of it."""
+    if not copy_heads or copy_ngram != 3:
+        return 0
+    return max(0, min(F, (hidden_size // 8 - 1) // 2))
+
+
+def head_config(bc, draft_ids, K=3, read_layers=None, num_blocks=1, intermediate_size=None, copy_heads=0, copy_ngram=3,
+                copy_follow=0):
     rl = read_layers or default_read_layers(bc)
     return HeadConfig(
         hidden_size=bc.hidden_size, num_heads=bc.num_heads, num_kv_heads=bc.num_kv_heads, head_dim=bc.head_dim,
@@ -90,7 +126,7 @@ def head_config(bc, draft_ids, K=3, read_layers=None, num_blocks=1, intermediate
         intermediate_size=intermediate_size or 2 * bc.hidden_size, draft_vocab_size=len(draft_ids),
         vocab_size=bc.vocab_size, num_blocks=num_blocks, K=K, rms_eps=bc.rms_eps, norm_offset=bc.norm_offset,
         act=bc.act, attn_scale=bc.attn_scale, draft_ids=list(map(int, draft_ids)), copy_heads=copy_heads,
-        copy_ngram=copy_ngram)
+        copy_ngram=copy_ngram, copy_follow=copy_follow)
 
 
 class HeadBlock(nn.Module):
@@ -136,6 +172,20 @@ def unit_rms(x, eps=1e-6):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 
 
+def follow_freqs(F, span=4096, tries=64):
+    """F frequencies in (0.05, pi) whose mean-cosine kernel stays lowest off its peak over `span` positions (random
+    draws, the best of `tries`; deterministic). Evenly spaced or golden-ratio ones alias: their kernel nears 1 again
+    within 4,096 positions. Saved with the head, so a head keeps its own."""
+    d = torch.arange(1, span, dtype=torch.float64)[:, None]
+    best = None
+    for seed in range(tries):
+        w = 0.05 + (math.pi - 0.05) * torch.rand(F, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+        side = float(torch.cos(d * w[None]).mean(1).max())
+        if best is None or side < best[0]:
+            best = (side, w)
+    return best[1].float()
+
+
 class CopyRead(nn.Module):
     """Pointer heads over the token-identity table E (layer 0's V cache, one unit-RMS row per cached position).
 
@@ -153,6 +203,13 @@ class CopyRead(nn.Module):
       pos-1 and pos-2 -- exactly the previous tokens at the first draft step, stale at later ones (the gate learns
       to tell the backbone's activation from the head's own);
       a learned recency penalty per position back breaks ties between equal matches as lookup does (latest wins).
+    copy_follow F > 0 continues the match at later draft steps, as lookup does (it drafts s+1, s+2, s+3 of one match):
+      the read distribution's position code sum_j p_j [cos(w j), sin(w j)] (F fixed frequencies) rides in the carried
+      activation, and the next step scores each match end j by the code's kernel at j, peaked where the last step
+      read; the current token's term then checks that the draft fed back is the token read there. The carried step
+      index (see MTPHead.unpack) routes the cached rows: at step 2 the row at pos-1 is the previous-but-one token.
+      Re-matching alone lost most at later steps: cumulative acceptance by depth 0.66 / 0.49 / 0.34 against lookup's
+      0.78 / 0.70 / 0.66 (notes/PERF.md, session 11).
     """
 
     def __init__(self, c: HeadConfig):
@@ -173,11 +230,27 @@ class CopyRead(nn.Module):
             self.match = nn.Parameter(torch.full((3, n), 8.0))  # nats for an exact match of cur, prev, prev2
             self.cached_gate = nn.Linear(H, 2 * n)  # rows at pos-1, pos-2 as prev, prev2
             self.recency = nn.Parameter(torch.full((n,), math.log(1 / 256)))
+        self.follow = c.copy_follow
+        if self.follow:
+            self.register_buffer("follow_freqs", follow_freqs(self.follow))
+            self.follow_w = nn.Parameter(torch.full((n,), 8.0))  # nats for "this is where the last step read"
+            # per draft step, the weight of: row pos-1 as prev, row pos-2 as prev2, row pos-1 as prev2
+            rw = torch.zeros(c.K, 3, n)
+            rw[0, :2] = 1.0
+            if c.K > 1:
+                rw[1, 2] = 1.0
+            self.row_w = nn.Parameter(rw)
         # each draft token's row of E (set from the backbone by init_from_backbone; saved with the head)
         self.register_buffer("token_rows", torch.zeros(c.draft_vocab_size, dt))
 
-    def scores(self, xn, E, pos, emb):
-        """[B,n,T,C] match scores of each position j (before the successor shift)."""
+    def codes(self, C):
+        """[C,2F] the position code of every cache slot."""
+        ang = torch.arange(C, dtype=torch.float32)[:, None] * self.follow_freqs[None]
+        return torch.cat([torch.cos(ang), torch.sin(ang)], -1)
+
+    def scores(self, xn, E, pos, emb, k=None, code=None):
+        """[B,n,T,C] match scores of each position j (before the successor shift). k [B,T,1]: the draft step - 1,
+        code [B,T,2F]: the last step's read-position code (zero at step 1); both None without copy_follow."""
         B, T, _ = xn.shape
         C = E.shape[1]
         Et = E.transpose(-1, -2)[:, None]  # [B,1,dt,C]
@@ -194,22 +267,32 @@ class CopyRead(nn.Module):
         # the rows at pos-1 and pos-2, picked by a one-hot matmul (no gather in the graph)
         back = pos.to(torch.float32)[:, None] - torch.arange(C, dtype=torch.float32)[None]  # [T,C] = pos - j
         g = torch.sigmoid(self.cached_gate(xn).float()).transpose(1, 2)  # [B,2n,T]
+        cached = [torch.matmul(torch.matmul((back == i).float()[None], Ef), Ef.transpose(-1, -2))[:, None] / self.dt
+                  for i in (1, 2)]  # [B,1,T,C] each: the rows at pos-1, pos-2 against every cached row
+        if self.follow:  # the step picks each cached row's role
+            st = (k == torch.arange(self.row_w.shape[0], dtype=k.dtype)).float()  # [B,T,K] one-hot
+            cw = torch.matmul(st, self.row_w.float().reshape(st.shape[-1], -1)).transpose(1, 2)[..., None]  # [B,3n,T,1]
+            roles = ((cw[:, : self.n] * cached[0],), (cw[:, self.n : 2 * self.n] * cached[1], cw[:, 2 * self.n :] * cached[0]))
+        else:
+            roles = ((cached[0],), (cached[1],))
         for i, q in ((1, self.q_prev), (2, self.q_prev2)):
-            row = torch.matmul((back == i).float()[None], Ef)  # [B,T,dt]
-            cached = torch.matmul(row, Ef.transpose(-1, -2))[:, None] / self.dt  # [B,1,T,C]
             learned = torch.matmul(heads(q(xn)), Et).float() * scale
-            s = s + shift(learned + w[i] * g[:, (i - 1) * self.n : i * self.n, :, None] * cached, i, 0.0)
+            s = s + shift(learned + w[i] * g[:, (i - 1) * self.n : i * self.n, :, None] * sum(roles[i - 1]), i, 0.0)
+        if self.follow:  # mean_f cos(w_f (r - j)): 1 at the last read position r, under 0.5 elsewhere
+            near = torch.matmul(code.float(), self.codes(C).t())[:, None] / self.follow  # [B,1,T,C]
+            s = s + self.follow_w.float()[None, :, None, None] * near
         # back - 1 = positions from j's successor to the newest cached token; masked positions are clamped, not used
         return s - self.recency.float().exp()[None, :, None, None] * (back - 1).clamp(min=0)[None, None]
 
-    def forward(self, x, mask, v0, pos, emb):
+    def forward(self, x, mask, v0, pos, emb, k=None, code=None):
         """x [B,T,H]; mask [B|1,1,T,C] (keys < pos visible); v0 [B,KVH,D,C]; pos [T]; emb [B,T,H] the current
-        token's embedding -> (residual add [B,T,H], logits [B,T,N])."""
+        token's embedding; k, code: see scores -> (residual add [B,T,H], logits [B,T,N], this step's read-position
+        code [B,T,2F] or None)."""
         B, T, _ = x.shape
         C = v0.shape[-1]
         E = unit_rms(v0.permute(0, 3, 1, 2).reshape(v0.shape[0], C, self.dt))  # [B,C,dt]
         xn = self.norm(x)
-        s = self.scores(xn, E, pos, emb)
+        s = self.scores(xn, E, pos, emb, k, code)
         # j and j+1 both visible (j+1 < pos): the successor must be cached
         m = mask.float()
         s = s + m + shift(m, -1, NEG_INF)
@@ -219,7 +302,8 @@ class CopyRead(nn.Module):
         sim = torch.matmul(a, self.token_rows.t()[None, None]) / self.dt  # cosine-like, [B,n,T,N]
         g = torch.sigmoid(self.gate(xn).transpose(1, 2) + self.gamma[None, :, None] * lse)  # [B,n,T]
         logits = ((g * self.beta[None, :, None])[..., None] * sim).sum(1)
-        return self.o_proj(a.transpose(1, 2).reshape(B, T, -1)), logits
+        out = torch.matmul(p.float().mean(1), self.codes(C)) if self.follow else None  # [B,T,2F], heads pooled
+        return self.o_proj(a.transpose(1, 2).reshape(B, T, -1)), logits, out
 
     @torch.no_grad()
     def init_from_backbone(self, dec, draft_ids):
@@ -256,6 +340,21 @@ class MTPHead(nn.Module):
         vmap[torch.tensor(c.draft_ids, dtype=torch.long)] = torch.arange(c.draft_vocab_size, dtype=torch.int32)
         self.register_buffer("vocab_map", vmap, persistent=False)
         self.register_buffer("draft_ids_t", torch.tensor(c.draft_ids, dtype=torch.long), persistent=False)
+        self.slot = 2 * c.copy_follow + 1 if c.copy_follow else 0  # the carried activation's last dims, see unpack
+
+    def unpack(self, act):
+        """The carried activation -> (the part the stream reads, draft step - 1 [B,T,1], last read code [B,T,2F]).
+
+        The contract carries nothing between draft steps but projected_activations [H], so its last 2F + 1 dims hold
+        the copy read's position code and the step index (FLAG per step). At step 1 they are the backbone's own h
+        (all of it reaches the stream, and the code reads as zero)."""
+        m = self.slot
+        k = torch.clamp(torch.floor(act[..., -1:] / FLAG + 0.5), 0, self.c.K - 1)
+        later = (k > 0).to(act.dtype)
+        return torch.cat([act[..., :-m], act[..., -m:] * (1 - later)], -1), k, act[..., -m:-1] * later
+
+    def pack(self, a, k, code):
+        return torch.cat([a[..., : -self.slot], code.to(a.dtype), (k + 1).to(a.dtype) * FLAG], -1)
 
     @property
     def v_only_layers(self):
@@ -285,9 +384,13 @@ class MTPHead(nn.Module):
         kv: the (K, V) pairs of self.kv_layers."""
         H = self.c.hidden_size
         C = kv[0][1].shape[-1]
+        emb, act = x2[..., :H], x2[..., H:]
+        k = code = None
+        if self.slot:
+            act, k, code = self.unpack(act)
         stale = torch.arange(C, dtype=torch.int32)[None, :] >= pos[:, None].to(torch.int32)
         mask = mask + torch.where(stale, torch.tensor(NEG_INF), torch.tensor(0.0))[None, None]
-        x = self.fc(torch.cat([self.emb_norm(x2[..., :H]), self.hid_norm(x2[..., H:])], -1))
+        x = self.fc(torch.cat([self.emb_norm(emb), self.hid_norm(act)], -1))
         n = len(self.c.read_layers)
         for b in self.blocks:
             x = b(x, pos, mask, kv[:n])
@@ -295,9 +398,9 @@ class MTPHead(nn.Module):
             a = self.out_norm(x)
             return self.draft_head(a).float(), a
         v0 = kv[n][1] if len(kv) > n else kv[self.c.read_layers.index(0)][1]
-        add, ptr = self.copy(x, mask, v0, pos, x2[..., :H])
+        add, ptr, out = self.copy(x, mask, v0, pos, emb, k, code)
         a = self.out_norm(x + add)
-        return (self.draft_head(a) + ptr).float(), a
+        return (self.draft_head(a) + ptr).float(), (self.pack(a, k, out) if self.slot else a)
 
     def full_logits(self, draft_logits):
         """Draft logits placed at their full-vocabulary ids, NEG_INF elsewhere (the contract's output).
@@ -348,6 +451,11 @@ def _validate(c: HeadConfig):
         raise ValueError(f"copy_heads={c.copy_heads!r} must be 0-{MAX_COPY_HEADS}")
     if c.copy_ngram not in (2, 3) or isinstance(c.copy_ngram, bool):
         raise ValueError(f"copy_ngram={c.copy_ngram!r} must be 2 or 3")
+    f = c.copy_follow
+    if not isinstance(f, int) or isinstance(f, bool) or not 0 <= f <= MAX_FOLLOW:
+        raise ValueError(f"copy_follow={f!r} must be 0-{MAX_FOLLOW}")
+    if f and (not c.copy_heads or c.copy_ngram != 3 or 4 * (2 * f + 1) > c.hidden_size):
+        raise ValueError(f"copy_follow={f} needs copy_heads > 0, copy_ngram 3 and 2*{f}+1 <= hidden_size/4")
     n = len(c.read_layers) if isinstance(c.read_layers, list) else -1
     if not 0 < n <= 8 or any(not isinstance(x, int) or isinstance(x, bool) or x < 0 for x in c.read_layers):
         raise ValueError("read_layers must be 1-8 layer indices")

@@ -153,7 +153,14 @@ def drill_section(runs):
                f"({r0['eval_rows']['heldout_drill_templates']}) and the {r0['eval_rows']['benchmark_prompts']} "
                "benchmark prompts (evaluation only); 'copyable right' = benchmark positions where lookup's copy is right "
                "and the head's first draft is too.")
-    if r0.get("compare") == "copy-ngram":
+    if r0.get("compare") == "copy-follow":
+        L = ["Does the pointer continue its match at later draft steps? C = the trigram pointer above, re-matching at "
+             "every step (at steps 2 and 3 the previous tokens are drafts the cache does not hold), D = the same plus "
+             "`copy_follow`: the read distribution's position code rides in the carried activation with the step "
+             "index, and the next step scores the match end where the last step read, so a fresh head drafts all K "
+             "tokens of prompt lookup's match (tested). Same rows, pointer heads, seed and budget "
+             f"({r0['minutes_per_head']:g} min; `scripts/drill_ablation.py --compare copy-follow`). " + scoring]
+    elif r0.get("compare") == "copy-ngram":
         L = ["Which match does the pointer score? B = the bigram pointer above (both queries learned from the "
              "stream), C = the trigram pointer (`copy_ngram` 3): the current token's query is its own row, the previous "
              "two are learned from the stream plus, behind a learned gate, the rows cached at pos-1 and pos-2, and a "
@@ -281,7 +288,8 @@ def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliabilit
         L += ["## Exactness per precision", ""] + exactness_section(quant, torch_mismatch, exact_bench, backbones)
     if copy:
         L += ["## Copying", ""] + copy_section(copy)
-    for kind, title in (("drills", "Copy drills"), ("copy", "Copy read"), ("copy-ngram", "Copy read: bigram or trigram")):
+    for kind, title in (("drills", "Copy drills"), ("copy", "Copy read"), ("copy-ngram", "Copy read: bigram or trigram"),
+                        ("copy-follow", "Copy read: re-match or follow")):
         runs = [r for r in drills if r.get("compare", "drills") == kind]
         if runs:
             L += [f"### {title}", ""] + drill_section(runs)
@@ -312,7 +320,8 @@ def load_run(d, head_json):
 def copy_read(c):
     n = c.get("copy_heads", 0)
     gram = "trigram" if c.get("copy_ngram", 2) == 3 else "bigram"
-    return f" + a copy read ({n} {gram} pointer heads over layer 0's V cache)" if n else ""
+    follow = f", following its match through a {c['copy_follow']}-frequency position code" if c.get("copy_follow") else ""
+    return f" + a copy read ({n} {gram} pointer heads over layer 0's V cache{follow})" if n else ""
 
 
 def head_summary(h):
@@ -484,7 +493,8 @@ AUTO_FILES = {"timed": ["fresh_quickstart_bench.json", "fresh_quickstart_quick_b
               "engine": ["bench.json", "bench_float_engine.json"], "extra": ["notes.json"],
               "torch_mismatch": "torch_mismatch.json", "exact_bench": ["bench_exact_int8.json", "bench_exact_int4.json"],
               "drills": ["drill_ablation.json", "drill_ablation_seed1.json", "copy_ablation.json",
-                         "copy_ablation_seed1.json", "copy_ngram_ablation.json"]}
+                         "copy_ablation_seed1.json", "copy_ngram_ablation.json",
+                         "copy_follow_ablation.json"]}
 
 
 def auto(a):

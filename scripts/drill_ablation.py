@@ -14,6 +14,9 @@ same budget.
 
 --compare copy-ngram: the bigram pointer (copy_ngram 2, the session-10 one) against the trigram pointer that starts
 as prompt lookup's first draft (copy_ngram 3), same rows, same budget, same number of pointer heads.
+
+--compare copy-follow: the trigram pointer re-matching at every draft step against the same pointer continuing its
+match through the carried read-position code (copy_follow, model/head.py CopyRead).
 """
 import argparse
 import json
@@ -25,7 +28,7 @@ import torch
 
 from mtplite.data import drill_prompts, is_drill, training_prompts
 from mtplite.errors import UserError, run_main
-from mtplite.model.head import MAX_COPY_HEADS, save_head
+from mtplite.model.head import MAX_COPY_HEADS, default_follow, save_head
 from mtplite.model.load import load_backbone
 from mtplite.paths import write_text_atomic
 from mtplite.runtime.bench import default_prompts, load_prompts
@@ -74,7 +77,7 @@ def main():
     ap.add_argument("--k", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0, help="training seed of both heads (the held-out split stays fixed)")
     ap.add_argument("--prompts", help="benchmark prompts JSONL (default ../shared/prompts/tasks.jsonl)")
-    ap.add_argument("--compare", choices=("drills", "copy", "copy-ngram"), default="drills")
+    ap.add_argument("--compare", choices=("drills", "copy", "copy-ngram", "copy-follow"), default="drills")
     ap.add_argument("--copy-heads", type=int, default=2, help="pointer heads of arm B under --compare copy")
     ap.add_argument("--json")
     ap.add_argument("--save", help="directory to save each arm's head in (DIR/ARM)")
@@ -102,28 +105,31 @@ def main():
         keep.pop()
     n = a.copy_heads
     if a.compare == "drills":
-        arms = {"A_topics": (t_train, 0, 3), "B_topics+drills": (keep + d_train, 0, 3)}
+        arms = {"A_topics": (t_train, 0, 3, 0), "B_topics+drills": (keep + d_train, 0, 3, 0)}
     elif a.compare == "copy":
-        arms = {"A_attention": (t_train + d_train, 0, 3), f"B_copy{n}": (t_train + d_train, n, 2)}
+        arms = {"A_attention": (t_train + d_train, 0, 3, 0), f"B_copy{n}": (t_train + d_train, n, 2, 0)}
+    elif a.compare == "copy-ngram":
+        arms = {f"B_copy{n}_bigram": (t_train + d_train, n, 2, 0), f"C_copy{n}_trigram": (t_train + d_train, n, 3, 0)}
     else:
-        arms = {f"B_copy{n}_bigram": (t_train + d_train, n, 2), f"C_copy{n}_trigram": (t_train + d_train, n, 3)}
+        F = default_follow(bb.model.c.hidden_size, n, 3)
+        arms = {f"C_copy{n}_trigram": (t_train + d_train, n, 3, 0), f"D_copy{n}_follow{F}": (t_train + d_train, n, 3, F)}
     bench = bench_rows(bb, a.prompts or default_prompts(), a.max_new)
     sets = {"heldout_topic_templates": t_val, "heldout_drill_templates": d_val, "benchmark_prompts": bench}
     res = {"compare": a.compare, "backbone": a.backbone, "fingerprint": bb.fingerprint, "seed": a.seed,
            "minutes_per_head": a.minutes,
            "epochs": a.epochs,
            "K": a.k, "eval_rows": {k: len(v) for k, v in sets.items()}, "arms": {}}
-    for name, (rows, copy_heads, ngram) in arms.items():
+    for name, (rows, copy_heads, ngram, follow) in arms.items():
         t0 = time.time()
         head, info = train_head(bb, rows, K=a.k, epochs=a.epochs, budget_s=a.minutes * 60, seed=a.seed, val_rows=t_val,
                                 log=lambda s: print(s, file=sys.stderr), copy_heads=copy_heads,
-                                copy_ngram=ngram)
+                                copy_ngram=ngram, copy_follow=follow)
         if a.save:
             save_head(head, f"{a.save}/{name}", {"backbone": a.backbone, "backbone_fingerprint": bb.fingerprint,
                                                   "seed": a.seed, **{k: info[k] for k in ("history", "steps")}})
         pr = probe(bb, head, bench)
         res["arms"][name] = {"train_rows": len(rows), "train_tokens": n_gen(rows), "copy_heads": copy_heads,
-                             "copy_ngram": ngram if copy_heads else None,
+                             "copy_ngram": ngram if copy_heads else None, "copy_follow": follow,
                              "drill_tokens": n_gen([r for r in rows if is_drill(r["id"])]),
                              "train_s": round(time.time() - t0, 1), "steps": info["steps"],
                              "history": info["history"],

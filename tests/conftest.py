@@ -29,6 +29,7 @@ def trained(spec, K=3):
     """A tiny backbone and a head trained for a few seconds on its own greedy outputs (cached per session)."""
     if (spec, K) not in _trained:
         from mtplite.data import training_prompts
+        from mtplite.model.head import default_follow
         from mtplite.model.load import load_backbone
         from mtplite.paths import cache_dir
         from mtplite.train.distill import distill
@@ -38,8 +39,11 @@ def trained(spec, K=3):
         rows = distill(bb, training_prompts(limit=256), cache_dir() / f"{bb.fingerprint}.jsonl", max_new=48, batch=32,
                        progress=False)
         tr, va = split_rows(rows)
-        # tiny:llama's head has the copy read, so every llama test (exactness, export, runtime) covers it too
+        # tiny:llama's head has the copy read and its carried read-position code, so every llama test (exactness,
+        # export, runtime) covers them too
+        copy = 2 if spec == "tiny:llama" else 0
         head, info = train_head(bb, tr, K=K, draft_vocab_size=256, epochs=6, batch=16, lr=2e-3, val_rows=va,
-                                progress=False, log=lambda s: None, copy_heads=2 if spec == "tiny:llama" else 0)
+                                progress=False, log=lambda s: None, copy_heads=copy,
+                                copy_follow=default_follow(bb.model.c.hidden_size, copy, 3))
         _trained[(spec, K)] = (bb, head, rows, va, info)
     return _trained[(spec, K)]

@@ -173,6 +173,10 @@ def test_cli_bad_inputs(tmp_path):
     msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"),
                                 "--copy-heads", "9")[::2])
     assert "--copy-heads 9" in msg
+    for bad, want in ((["--copy-follow", "lots"], "--copy-follow lots"), (["--copy-follow", "40"], "1-7"),
+                      (["--copy-follow", "2", "--copy-heads", "0"], "--copy-heads 1")):
+        msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), *bad)[::2])
+        assert want in msg, msg
     if not torch.cuda.is_available():
         msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"),
                                     "--device", "cuda")[::2])
@@ -485,10 +489,10 @@ def test_copy_read_points_at_what_followed_a_match():
         cr.q_cur.weight.copy_(rows[4][:, None] * 40.0 / cr.norm(x)[0, 0].abs().sum() * torch.sign(cr.norm(x)[0, 0]))
         pos = torch.tensor([6], dtype=torch.int32)
         mask = causal_mask(pos - 1, 6)  # keys < pos
-        _, logits = cr(x, mask, v0, pos, None)
+        _, logits, _ = cr(x, mask, v0, pos, None)
         assert int(logits[0, 0].argmax()) == 0
         # with only positions 0..2 visible, token 4's successor (position 3) is not cached: no pointer to token 0
-        _, logits = cr(x, causal_mask(torch.tensor([2], dtype=torch.int32), 6), v0, pos, None)
+        _, logits, _ = cr(x, causal_mask(torch.tensor([2], dtype=torch.int32), 6), v0, pos, None)
         assert int(logits[0, 0].argmax()) != 0
 
 
@@ -523,8 +527,75 @@ def test_trigram_pointer_starts_as_prompt_lookup(spec):
                 continue
             pos = torch.tensor([P], dtype=torch.int32)
             with torch.no_grad():
-                _, ptr = head.copy(torch.randn(1, 1, c.hidden_size, generator=g), causal_mask(pos - 1, len(seq)), v0,
+                _, ptr, _ = head.copy(torch.randn(1, 1, c.hidden_size, generator=g), causal_mask(pos - 1, len(seq)), v0,
                                    pos, f["emb"][:, P : P + 1])
             n += 1
             agree += ids[int(ptr[0, 0].argmax())] == want[0]
     assert n >= 20 and agree == n, (agree, n)
+
+
+@pytest.mark.parametrize("spec", FAMILIES)
+def test_follow_pointer_drafts_lookups_continuation(spec):
+    """With copy_follow, a fresh head drafts all K tokens prompt lookup drafts from its trigram match, through the
+    real recurrence (head.step fed its own drafts and projected activations): step 1 matches, later steps continue
+    the match through the carried read-position code instead of re-matching on stale cached rows. Pointer logits
+    only (the vocabulary head zeroed), so the stream cannot help."""
+    from mtplite.model.head import MTPHead, default_follow, head_config, load_head, save_head
+    from mtplite.model.load import load_backbone
+    from mtplite.train.train import features
+
+    bb = load_backbone(spec)
+    c = bb.model.c
+    ids = list(range(c.vocab_size))[::-1]
+    F = default_follow(c.hidden_size, 2, 3)
+    assert F >= 2
+    head = MTPHead(head_config(c, ids, K=3, copy_heads=2, read_layers=[0], copy_follow=F))
+    head.init_from_backbone(bb.model)
+    with torch.no_grad():
+        head.draft_head.weight.zero_()
+    g = torch.Generator().manual_seed(1)
+    n = agree = first = 0
+    for _ in range(12):
+        a = torch.randint(3, c.vocab_size, (8,), generator=g).tolist()
+        b = torch.randint(3, c.vocab_size, (8,), generator=g).tolist()
+        seq = a + b + a[:5] + b[:4] + a[3:8] + b[1:7]
+        L = len(seq)
+        f = features(bb, [{"tokens": seq, "prompt_len": 1}], head.kv_layers)
+        for P in range(3, L):
+            tail = seq[P - 2 : P + 1]
+            ms = [s for s in range(P - 3, -1, -1) if seq[s : s + 3] == tail]
+            # one match, and lookup's 3 drafts all cached tokens (equal matches start as a soft tie: the learned
+            # recency, 1/256 nat per position at init, decides them)
+            if len(ms) != 1 or ms[0] + 5 >= P:
+                continue
+            s = ms[0]
+            want = seq[s + 3 : s + 6]
+            pos = torch.tensor([P], dtype=torch.int32)
+            x2 = torch.cat([f["emb"][:, P : P + 1], torch.randn(1, 1, c.hidden_size, generator=g)], -1)
+            got = []
+            with torch.no_grad():
+                for _ in range(3):
+                    d, proj = head.step(x2, pos, torch.zeros(1, 1, 1, L), f["kv"])
+                    got.append(ids[int(d[0, 0].argmax())])
+                    x2 = torch.cat([bb.model.embed(torch.tensor([[got[-1]]])).float(), proj], -1)
+            n += 1
+            agree += got == want
+            first += got[0] == want[0]
+    assert n >= 12 and first == n and agree == n, (agree, first, n)
+
+
+def test_follow_head_refuses_a_backbone_whose_activation_reads_as_a_step_flag():
+    """The step flag lives in the carried activation's last dim; a backbone h that large there would make step 1
+    look like a later step, so training says so instead of learning from a misread recurrence."""
+    from mtplite.errors import UserError
+    from mtplite.model.head import FLAG, MTPHead, head_config
+    from mtplite.train.train import features, rollout_loss
+
+    bb, _, rows, *_ = trained("tiny:llama")
+    c = bb.model.c
+    head = MTPHead(head_config(c, list(range(64)), K=2, copy_heads=1, read_layers=[0], copy_follow=2))
+    f = features(bb, rows[:2], head.kv_layers)
+    rollout_loss(head, f, 2)  # a real backbone's h: fine
+    f["act"][..., -1] = FLAG
+    with pytest.raises(UserError, match="--copy-follow 0"):
+        rollout_loss(head, f, 2)

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from mtplite.model.decoder import causal_mask
-from mtplite.model.head import MTPHead, head_config
+from mtplite.model.head import FLAG, MTPHead, default_follow, head_config
 from mtplite.train.distill import key_mask, pad_batch
 
 
@@ -121,6 +121,12 @@ class Rollout(torch.nn.Module):
 def rollout_loss(head, f, K):
     """Sum of CE over valid (anchor, step) pairs, their count, and per-anchor accepted-run lengths."""
     toks, ok, act, y, emb = f["tokens"], f["ok"], f["act"], f["labels"], f["emb"]
+    if head.slot and float(act[..., -1].abs().max()) >= FLAG / 2:
+        from mtplite.errors import UserError
+
+        raise UserError(f"this backbone's activation reaches {float(act[..., -1].abs().max()):.0f} in its last dim, "
+                        f"where the head carries its draft step (>= {FLAG / 2:.0f} reads as a later step); train with "
+                        "--copy-follow 0")
     B, L = toks.shape
     pos = torch.arange(1, L, dtype=torch.int32)
     km = key_mask(ok, L)
@@ -238,7 +244,7 @@ def pick_dtype(name, backbone, device, log=print):
 
 def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, num_blocks=1, epochs=4, batch=8,
                lr=1e-3, budget_s=None, seed=0, progress=True, log=print, val_rows=None, dtype=torch.float32,
-               init_head=None, copy_heads=0, copy_ngram=3):
+               init_head=None, copy_heads=0, copy_ngram=3, copy_follow="auto"):
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     ddp = world > 1
@@ -250,8 +256,10 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
         head.to(next(backbone.model.parameters()).device)
     else:
         dv = draft_vocab(rows, backbone, draft_vocab_size)
+        if copy_follow == "auto":
+            copy_follow = default_follow(backbone.model.c.hidden_size, copy_heads, copy_ngram)
         head = MTPHead(head_config(backbone.model.c, dv, K=K, read_layers=read_layers, num_blocks=num_blocks,
-                                   copy_heads=copy_heads, copy_ngram=copy_ngram))
+                                   copy_heads=copy_heads, copy_ngram=copy_ngram, copy_follow=copy_follow))
         head.init_from_backbone(backbone.model)
     c = head.c
     model = Rollout(head, K)
