@@ -75,6 +75,11 @@ def check_copy_heads(n, flag="--copy-heads"):
         raise UserError(f"{flag} {n}: use 0 (none) to {MAX_COPY_HEADS}")
 
 
+def max_follow(hidden_size):
+    """The most frequencies a head of this hidden size takes: the slot (2F + 1 dims) fits in a quarter of it."""
+    return min(MAX_FOLLOW, (hidden_size // 4 - 1) // 2)
+
+
 def check_follow(arg, hidden_size, copy_heads, flag="--copy-follow"):
     """--copy-follow: 'auto' (default_follow), 0 (re-match at every draft step) or a frequency count."""
     from mtplite.errors import UserError
@@ -87,8 +92,8 @@ def check_follow(arg, hidden_size, copy_heads, flag="--copy-follow"):
         f = -1
     if f and not copy_heads:
         raise UserError(f"{flag} {arg}: following a match needs pointer heads; give --copy-heads 1 or more, or {flag} 0")
-    if not 0 <= f <= MAX_FOLLOW or 4 * (2 * f + 1) > hidden_size:
-        raise UserError(f"{flag} {arg}: use auto, 0 (off) or 1-{min(MAX_FOLLOW, (hidden_size // 4 - 1) // 2)} "
+    if not 0 <= f <= max_follow(hidden_size):
+        raise UserError(f"{flag} {arg}: use auto, 0 (off) or 1-{max_follow(hidden_size)} "
                         f"(the code takes 2N + 1 of the carried activation's {hidden_size} dims)")
     return f
 
@@ -248,9 +253,10 @@ class CopyRead(nn.Module):
         ang = torch.arange(C, dtype=torch.float32)[:, None] * self.follow_freqs[None]
         return torch.cat([torch.cos(ang), torch.sin(ang)], -1)
 
-    def scores(self, xn, E, pos, emb, k=None, code=None):
+    def scores(self, xn, E, pos, emb, k=None, code=None, P=None):
         """[B,n,T,C] match scores of each position j (before the successor shift). k [B,T,1]: the draft step - 1,
-        code [B,T,2F]: the last step's read-position code (zero at step 1); both None without copy_follow."""
+        code [B,T,2F]: the last step's read-position code (zero at step 1), P: codes(C); all None without
+        copy_follow."""
         B, T, _ = xn.shape
         C = E.shape[1]
         Et = E.transpose(-1, -2)[:, None]  # [B,1,dt,C]
@@ -267,19 +273,19 @@ class CopyRead(nn.Module):
         # the rows at pos-1 and pos-2, picked by a one-hot matmul (no gather in the graph)
         back = pos.to(torch.float32)[:, None] - torch.arange(C, dtype=torch.float32)[None]  # [T,C] = pos - j
         g = torch.sigmoid(self.cached_gate(xn).float()).transpose(1, 2)  # [B,2n,T]
-        cached = [torch.matmul(torch.matmul((back == i).float()[None], Ef), Ef.transpose(-1, -2))[:, None] / self.dt
+        c1, c2 = [torch.matmul(torch.matmul((back == i).float()[None], Ef), Ef.transpose(-1, -2))[:, None] / self.dt
                   for i in (1, 2)]  # [B,1,T,C] each: the rows at pos-1, pos-2 against every cached row
+        prev = (c1, c2)  # as the previous and the previous-but-one token
         if self.follow:  # the step picks each cached row's role
             st = (k == torch.arange(self.row_w.shape[0], dtype=k.dtype)).float()  # [B,T,K] one-hot
             cw = torch.matmul(st, self.row_w.float().reshape(st.shape[-1], -1)).transpose(1, 2)[..., None]  # [B,3n,T,1]
-            roles = ((cw[:, : self.n] * cached[0],), (cw[:, self.n : 2 * self.n] * cached[1], cw[:, 2 * self.n :] * cached[0]))
-        else:
-            roles = ((cached[0],), (cached[1],))
+            n = self.n
+            prev = (cw[:, :n] * c1, cw[:, n : 2 * n] * c2 + cw[:, 2 * n :] * c1)
         for i, q in ((1, self.q_prev), (2, self.q_prev2)):
             learned = torch.matmul(heads(q(xn)), Et).float() * scale
-            s = s + shift(learned + w[i] * g[:, (i - 1) * self.n : i * self.n, :, None] * sum(roles[i - 1]), i, 0.0)
+            s = s + shift(learned + w[i] * g[:, (i - 1) * self.n : i * self.n, :, None] * prev[i - 1], i, 0.0)
         if self.follow:  # mean_f cos(w_f (r - j)): 1 at the last read position r, under 0.5 elsewhere
-            near = torch.matmul(code.float(), self.codes(C).t())[:, None] / self.follow  # [B,1,T,C]
+            near = torch.matmul(code.float(), P.t())[:, None] / self.follow  # [B,1,T,C]
             s = s + self.follow_w.float()[None, :, None, None] * near
         # back - 1 = positions from j's successor to the newest cached token; masked positions are clamped, not used
         return s - self.recency.float().exp()[None, :, None, None] * (back - 1).clamp(min=0)[None, None]
@@ -292,7 +298,8 @@ class CopyRead(nn.Module):
         C = v0.shape[-1]
         E = unit_rms(v0.permute(0, 3, 1, 2).reshape(v0.shape[0], C, self.dt))  # [B,C,dt]
         xn = self.norm(x)
-        s = self.scores(xn, E, pos, emb, k, code)
+        P = self.codes(C) if self.follow else None  # once per step: scores and this step's code both use it
+        s = self.scores(xn, E, pos, emb, k, code, P)
         # j and j+1 both visible (j+1 < pos): the successor must be cached
         m = mask.float()
         s = s + m + shift(m, -1, NEG_INF)
@@ -302,7 +309,7 @@ class CopyRead(nn.Module):
         sim = torch.matmul(a, self.token_rows.t()[None, None]) / self.dt  # cosine-like, [B,n,T,N]
         g = torch.sigmoid(self.gate(xn).transpose(1, 2) + self.gamma[None, :, None] * lse)  # [B,n,T]
         logits = ((g * self.beta[None, :, None])[..., None] * sim).sum(1)
-        out = torch.matmul(p.float().mean(1), self.codes(C)) if self.follow else None  # [B,T,2F], heads pooled
+        out = torch.matmul(p.float().mean(1), P) if self.follow else None  # [B,T,2F], heads pooled
         return self.o_proj(a.transpose(1, 2).reshape(B, T, -1)), logits, out
 
     @torch.no_grad()
@@ -454,7 +461,7 @@ def _validate(c: HeadConfig):
     f = c.copy_follow
     if not isinstance(f, int) or isinstance(f, bool) or not 0 <= f <= MAX_FOLLOW:
         raise ValueError(f"copy_follow={f!r} must be 0-{MAX_FOLLOW}")
-    if f and (not c.copy_heads or c.copy_ngram != 3 or 4 * (2 * f + 1) > c.hidden_size):
+    if f and (not c.copy_heads or c.copy_ngram != 3 or f > max_follow(c.hidden_size)):
         raise ValueError(f"copy_follow={f} needs copy_heads > 0, copy_ngram 3 and 2*{f}+1 <= hidden_size/4")
     n = len(c.read_layers) if isinstance(c.read_layers, list) else -1
     if not 0 < n <= 8 or any(not isinstance(x, int) or isinstance(x, bool) or x < 0 for x in c.read_layers):

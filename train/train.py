@@ -121,10 +121,11 @@ class Rollout(torch.nn.Module):
 def rollout_loss(head, f, K):
     """Sum of CE over valid (anchor, step) pairs, their count, and per-anchor accepted-run lengths."""
     toks, ok, act, y, emb = f["tokens"], f["ok"], f["act"], f["labels"], f["emb"]
-    if head.slot and float(act[..., -1].abs().max()) >= FLAG / 2:
+    top = float(act[..., -1].abs().max()) if head.slot else 0.0
+    if top >= FLAG / 2:
         from mtplite.errors import UserError
 
-        raise UserError(f"this backbone's activation reaches {float(act[..., -1].abs().max()):.0f} in its last dim, "
+        raise UserError(f"this backbone's activation reaches {top:.0f} in its last dim, "
                         f"where the head carries its draft step (>= {FLAG / 2:.0f} reads as a later step); train with "
                         "--copy-follow 0")
     B, L = toks.shape
