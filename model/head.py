@@ -51,6 +51,7 @@ class HeadConfig:
     copy_heads: int = 0  # pointer heads over layer 0's V cache (0 = none: heads saved before it load unchanged)
     copy_ngram: int = 2  # 2: the bigram pointer of heads saved before the trigram one; 3: see CopyRead
     copy_follow: int = 0  # frequencies of the carried read-position code (0: re-match at every draft step)
+    copy_ids: list = field(default_factory=list)  # ids outside draft_ids that only the copy read drafts (see MTPHead)
 
     def to_json(self):
         d = asdict(self)
@@ -58,6 +59,7 @@ class HeadConfig:
 
 
 MAX_COPY_HEADS = 8
+MAX_COPY_VOCAB = 1 << 17
 MAX_FOLLOW = 64
 # The carried step index, in units the backbone's final-normed activation does not reach (|h| < FLAG / 2; on 64
 # distilled rows each Gemma 3 270M's max |h| is 133, 23 in the last dim, SmolLM2's 55 and 5: scripts/
@@ -122,8 +124,32 @@ def default_follow(hidden_size, copy_heads, copy_ngram, F=16):
     return max(0, min(F, (hidden_size // 8 - 1) // 2))
 
 
+def check_copy_vocab(arg, vocab_size, copy_heads, draft_vocab, flag="--copy-vocab"):
+    """--copy-vocab: 'auto' (default_copy_vocab), 0 (the draft vocabulary alone) or the size of the copy read's draft
+    space, the draft vocabulary included."""
+    from mtplite.errors import UserError
+
+    if str(arg).strip().lower() == "auto":
+        return default_copy_vocab(vocab_size, copy_heads)
+    try:
+        n = int(arg)
+    except ValueError:
+        n = -1
+    if n < 0 or n > MAX_COPY_VOCAB:
+        raise UserError(f"{flag} {arg}: use auto, 0 (the draft vocabulary alone) or a size up to {MAX_COPY_VOCAB}")
+    if n > draft_vocab and not copy_heads:
+        raise UserError(f"{flag} {arg}: copy-only ids need pointer heads; give --copy-heads 1 or more, or {flag} 0")
+    return min(n, vocab_size)
+
+
+def default_copy_vocab(vocab_size, copy_heads, size=32768):
+    """The copy read's draft space (the draft vocabulary included): 32,768 ids, or the whole vocabulary if smaller.
+    Its token table costs size x KVH*D multiply-adds per draft step (8.4M on Gemma 3 270M)."""
+    return min(size, vocab_size) if copy_heads else 0
+
+
 def head_config(bc, draft_ids, K=3, read_layers=None, num_blocks=1, intermediate_size=None, copy_heads=0, copy_ngram=3,
-                copy_follow=0):
+                copy_follow=0, copy_ids=()):
     rl = read_layers or default_read_layers(bc)
     return HeadConfig(
         hidden_size=bc.hidden_size, num_heads=bc.num_heads, num_kv_heads=bc.num_kv_heads, head_dim=bc.head_dim,
@@ -131,7 +157,7 @@ def head_config(bc, draft_ids, K=3, read_layers=None, num_blocks=1, intermediate
         intermediate_size=intermediate_size or 2 * bc.hidden_size, draft_vocab_size=len(draft_ids),
         vocab_size=bc.vocab_size, num_blocks=num_blocks, K=K, rms_eps=bc.rms_eps, norm_offset=bc.norm_offset,
         act=bc.act, attn_scale=bc.attn_scale, draft_ids=list(map(int, draft_ids)), copy_heads=copy_heads,
-        copy_ngram=copy_ngram, copy_follow=copy_follow)
+        copy_ngram=copy_ngram, copy_follow=copy_follow, copy_ids=list(map(int, copy_ids)))
 
 
 class HeadBlock(nn.Module):
@@ -245,8 +271,8 @@ class CopyRead(nn.Module):
             if c.K > 1:
                 rw[1, 2] = 1.0
             self.row_w = nn.Parameter(rw)
-        # each draft token's row of E (set from the backbone by init_from_backbone; saved with the head)
-        self.register_buffer("token_rows", torch.zeros(c.draft_vocab_size, dt))
+        # each draft token's row of E, copy-only ids included (set from the backbone by init_from_backbone; saved)
+        self.register_buffer("token_rows", torch.zeros(c.draft_vocab_size + len(c.copy_ids), dt))
 
     def codes(self, C):
         """[C,2F] the position code of every cache slot."""
@@ -306,9 +332,11 @@ class CopyRead(nn.Module):
         lse = torch.logsumexp(s, -1)  # [B,n,T]
         p = shift(torch.softmax(s, -1).to(E.dtype), 1, 0.0)  # weight on j moved to j+1
         a = torch.matmul(p, E[:, None])  # [B,n,T,dt]
-        sim = torch.matmul(a, self.token_rows.t()[None, None]) / self.dt  # cosine-like, [B,n,T,N]
         g = torch.sigmoid(self.gate(xn).transpose(1, 2) + self.gamma[None, :, None] * lse)  # [B,n,T]
-        logits = ((g * self.beta[None, :, None])[..., None] * sim).sum(1)
+        # the heads' reads mixed before the one matmul with the token table (its cost grows with the copy
+        # vocabulary, so once, not once per head): sum_h g_h beta_h cos(a_h, row)
+        mix = ((g * self.beta[None, :, None])[..., None] * a).sum(1)  # [B,T,dt]
+        logits = torch.matmul(mix.to(self.token_rows.dtype), self.token_rows.t()[None]) / self.dt  # [B,T,N+Nc]
         out = torch.matmul(p.float().mean(1), P) if self.follow else None  # [B,T,2F], heads pooled
         return self.o_proj(a.transpose(1, 2).reshape(B, T, -1)), logits, out
 
@@ -342,11 +370,18 @@ class MTPHead(nn.Module):
         self.copy = CopyRead(c) if c.copy_heads else None
         self.out_norm = RMSNorm(H, c.rms_eps, False)
         self.draft_head = nn.Linear(H, c.draft_vocab_size, bias=False)
-        # full vocab id -> draft index, or draft_vocab_size (a -inf column) for ids outside the draft vocabulary
-        vmap = torch.full((c.vocab_size,), c.draft_vocab_size, dtype=torch.int32)
-        vmap[torch.tensor(c.draft_ids, dtype=torch.long)] = torch.arange(c.draft_vocab_size, dtype=torch.int32)
+        # The draft space: the draft vocabulary (the vocabulary head's N ids), then the copy-only ids, which only the
+        # copy read can draft. A copy is often a rare token (a name, a code): the 4,096 most frequent output ids
+        # missed ~27% of the tokens prompt lookup copied right on Gemma, and the head can never draft those.
+        self.space = c.draft_vocab_size + len(c.copy_ids)
+        if c.copy_ids:  # a copy-only id's vocabulary logit: the best vocabulary logit + this learned offset
+            self.copy_only_bias = nn.Parameter(torch.zeros(()))
+        # full vocab id -> draft-space index, or `space` for ids outside it (never drafted)
+        ids = torch.tensor(list(c.draft_ids) + list(c.copy_ids), dtype=torch.long)
+        vmap = torch.full((c.vocab_size,), self.space, dtype=torch.int32)
+        vmap[ids] = torch.arange(self.space, dtype=torch.int32)
         self.register_buffer("vocab_map", vmap, persistent=False)
-        self.register_buffer("draft_ids_t", torch.tensor(c.draft_ids, dtype=torch.long), persistent=False)
+        self.register_buffer("draft_ids_t", ids, persistent=False)  # draft-space index -> full vocab id
         self.slot = 2 * c.copy_follow + 1 if c.copy_follow else 0  # the carried activation's last dims, see unpack
 
     def unpack(self, act):
@@ -377,7 +412,7 @@ class MTPHead(nn.Module):
         if self.copy is not None:
             self.copy.init_from_backbone(backbone, self.draft_ids_t)
         with torch.no_grad():
-            self.draft_head.weight.copy_(backbone.lm_head.weight[self.draft_ids_t])
+            self.draft_head.weight.copy_(backbone.lm_head.weight[self.draft_ids_t[: self.c.draft_vocab_size]])
             # start as "h passes through": the carried state begins close to the backbone activation
             self.fc.weight.zero_()
             self.fc.weight[:, self.c.hidden_size:] += torch.eye(self.c.hidden_size) * 0.5
@@ -387,7 +422,7 @@ class MTPHead(nn.Module):
                 b.down_proj.weight.mul_(0.1)
 
     def step(self, x2, pos, mask, kv):
-        """x2 [B,T,2H] -> (draft logits [B,T,N], projected [B,T,H]). The drafter's own causality: keys < pos.
+        """x2 [B,T,2H] -> (draft-space logits [B,T,N+Nc], projected [B,T,H]). The drafter's own causality: keys < pos.
         kv: the (K, V) pairs of self.kv_layers."""
         H = self.c.hidden_size
         C = kv[0][1].shape[-1]
@@ -407,7 +442,11 @@ class MTPHead(nn.Module):
         v0 = kv[n][1] if len(kv) > n else kv[self.c.read_layers.index(0)][1]
         add, ptr, out = self.copy(x, mask, v0, pos, emb, k, code)
         a = self.out_norm(x + add)
-        return (self.draft_head(a) + ptr).float(), (self.pack(a, k, out) if self.slot else a)
+        lm = self.draft_head(a)
+        if self.c.copy_ids:
+            fill = lm.max(-1, keepdim=True).values + self.copy_only_bias
+            lm = torch.cat([lm, fill.expand(*lm.shape[:-1], len(self.c.copy_ids))], -1)
+        return (lm + ptr).float(), (self.pack(a, k, out) if self.slot else a)
 
     def full_logits(self, draft_logits):
         """Draft logits placed at their full-vocabulary ids, NEG_INF elsewhere (the contract's output).
@@ -416,7 +455,7 @@ class MTPHead(nn.Module):
         (GATHER_ND over 262k ids) took ~1.7 ms of a ~3 ms Gemma drafter step, the scatter (STABLEHLO_SCATTER) ~0.5 ms.
         """
         lead = draft_logits.shape[:-1]
-        flat = draft_logits.reshape(-1, self.c.draft_vocab_size)
+        flat = draft_logits.reshape(-1, self.space)
         base = torch.full((flat.shape[0], self.c.vocab_size), NEG_INF, dtype=flat.dtype)
         idx = self.draft_ids_t[None, :].expand(flat.shape[0], -1)
         return base.scatter(1, idx, flat).reshape(*lead, self.c.vocab_size)
@@ -473,8 +512,12 @@ def _validate(c: HeadConfig):
             raise ValueError(f"{k} must hold one non-negative number per read layer")
     if not isinstance(c.draft_ids, list) or len(c.draft_ids) != c.draft_vocab_size or len(set(c.draft_ids)) != len(c.draft_ids):
         raise ValueError("draft_ids must list draft_vocab_size distinct token ids")
-    if any(not isinstance(x, int) or isinstance(x, bool) or not 0 <= x < c.vocab_size for x in c.draft_ids):
-        raise ValueError("draft_ids must be token ids < vocab_size")
+    if not isinstance(c.copy_ids, list) or len(c.copy_ids) > MAX_COPY_VOCAB or (c.copy_ids and not c.copy_heads):
+        raise ValueError(f"copy_ids must be a list of at most {MAX_COPY_VOCAB} ids, and only with copy_heads > 0")
+    if len(set(c.draft_ids) | set(c.copy_ids)) != len(c.draft_ids) + len(c.copy_ids):
+        raise ValueError("copy_ids must be distinct and outside draft_ids")
+    if any(not isinstance(x, int) or isinstance(x, bool) or not 0 <= x < c.vocab_size for x in c.draft_ids + c.copy_ids):
+        raise ValueError("draft_ids and copy_ids must be token ids < vocab_size")
     for k in ("rms_eps", "attn_scale"):
         if not isinstance(getattr(c, k), (int, float)) or isinstance(getattr(c, k), bool):
             raise ValueError(f"{k} must be a number")

@@ -22,7 +22,7 @@ def cmd_train(a):
     import torch
 
     from mtplite.errors import UserError
-    from mtplite.model.head import check_copy_heads, check_follow
+    from mtplite.model.head import check_copy_heads, check_copy_vocab, check_follow
     from mtplite.model.load import load_backbone
     from mtplite.train.train import pick_device, pick_dtype
 
@@ -40,6 +40,7 @@ def cmd_train(a):
     bb = load_backbone(a.backbone)
     a.copy_follow = check_follow(a.copy_follow, bb.model.c.hidden_size, a.copy_heads)  # before any distillation
     a.read_layers = _layers(a.read_layers, bb)  # checked before any distillation
+    a.copy_vocab = check_copy_vocab(a.copy_vocab, bb.model.c.vocab_size, a.copy_heads, a.draft_vocab)
     bb.model.to(dev)
     with dev:
         _train(a, bb, t0, pick_dtype("bfloat16" if a.bf16 else a.dtype, bb, dev,
@@ -87,7 +88,7 @@ def _train(a, bb, t0, dtype):
     if head is None:
         head, info = train_head(bb, train_rows, K=a.k, draft_vocab_size=a.draft_vocab, num_blocks=a.blocks,
                                 read_layers=a.read_layers, copy_heads=a.copy_heads,
-                                copy_follow=a.copy_follow,
+                                copy_follow=a.copy_follow, copy_vocab=a.copy_vocab,
                                 epochs=a.epochs, batch=a.batch, lr=a.lr, budget_s=left, seed=a.seed, val_rows=val_rows,
                                 log=lambda s: print(s, file=sys.stderr), dtype=dtype, init_head=init)
         bb.model.float()
@@ -204,6 +205,9 @@ def main(argv=None):
     t.add_argument("--copy-follow", default="auto",
                    help="frequencies of the read-position code that lets the pointer continue its match at later "
                         "draft steps (auto = 16, fewer on small hidden sizes; 0 = re-match each step)")
+    t.add_argument("--copy-vocab", default="auto",
+                   help="ids the copy read can draft, the draft vocabulary included (auto = 32768: rare copied tokens "
+                        "such as names fall outside the 4,096 most frequent; 0 = the draft vocabulary alone)")
     t.add_argument("--budget-minutes", type=float, default=None)
     t.add_argument("--data-share", type=float, default=0.5, help="share of the budget for new self-distilled data")
     t.add_argument("--prompts", type=int, default=None, help="limit the prompt corpus")

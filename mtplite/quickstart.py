@@ -23,7 +23,7 @@ def cmd_quickstart(a):
 
     from mtplite.data import training_prompts
     from mtplite.export.export import export
-    from mtplite.model.head import check_copy_heads, check_follow, load_head, save_head
+    from mtplite.model.head import check_copy_heads, check_copy_vocab, check_follow, load_head, save_head
     from mtplite.model.load import load_backbone
     from mtplite.paths import cache_dir, write_text_atomic
     from mtplite.runtime.bench import bench, default_prompts, load_prompts, markdown, plot
@@ -49,6 +49,7 @@ def cmd_quickstart(a):
     log(f"loading backbone {a.backbone}")
     bb = load_backbone(a.backbone)
     follow = check_follow(a.copy_follow, bb.model.c.hidden_size, a.copy_heads)
+    copy_vocab = check_copy_vocab(a.copy_vocab, bb.model.c.vocab_size, a.copy_heads, a.draft_vocab)
     t = lap("load", t0)
     log(f"backbone fingerprint {bb.fingerprint}; working dir {root}")
     head_dir = root / "head"
@@ -79,7 +80,7 @@ def cmd_quickstart(a):
             left = budget * 60 - (time.time() - t0)
             head, info = train_head(work, tr, K=a.k, draft_vocab_size=a.draft_vocab, epochs=6, batch=8, lr=1e-3,
                                     budget_s=max(left, 30), val_rows=va, dtype=dtype, log=log, copy_heads=a.copy_heads,
-                                    copy_follow=follow)
+                                    copy_follow=follow, copy_vocab=copy_vocab)
         del work
         bb.model.cpu()
         head.cpu()
@@ -170,6 +171,7 @@ def register(sub):
     q.add_argument("--draft-vocab", type=int, default=4096)
     q.add_argument("--copy-heads", type=int, default=2, help="pointer heads over layer 0's V cache (0 = none)")
     q.add_argument("--copy-follow", default="auto", help="read-position code frequencies (auto; 0 = off)")
+    q.add_argument("--copy-vocab", default="auto", help="ids the copy read can draft (auto = 32768; 0 = draft vocab)")
     q.add_argument("--max-new", type=int, default=96, help="greedy tokens per training prompt")
     q.add_argument("--max-new-tokens", type=int, default=64, help="tokens per benchmark prompt")
     q.add_argument("--cache-length", type=int, default=512)

@@ -534,12 +534,13 @@ def test_trigram_pointer_starts_as_prompt_lookup(spec):
     assert n >= 20 and agree == n, (agree, n)
 
 
-@pytest.mark.parametrize("spec", FAMILIES)
-def test_follow_pointer_drafts_lookups_continuation(spec):
+@pytest.mark.parametrize("spec,draft", [(s, d) for s in FAMILIES for d in (None, 16)])
+def test_follow_pointer_drafts_lookups_continuation(spec, draft):
     """With copy_follow, a fresh head drafts all K tokens prompt lookup drafts from its trigram match, through the
     real recurrence (head.step fed its own drafts and projected activations): step 1 matches, later steps continue
     the match through the carried read-position code instead of re-matching on stale cached rows. Pointer logits
-    only (the vocabulary head zeroed), so the stream cannot help."""
+    only (the vocabulary head zeroed), so the stream cannot help. draft=16: a 16-id draft vocabulary and every other
+    id copy-only, so nearly every copied token is one only the copy read can draft (without copy_ids: 1 in 32)."""
     from mtplite.model.head import MTPHead, default_follow, head_config, load_head, save_head
     from mtplite.model.load import load_backbone
     from mtplite.train.train import features
@@ -549,7 +550,8 @@ def test_follow_pointer_drafts_lookups_continuation(spec):
     ids = list(range(c.vocab_size))[::-1]
     F = default_follow(c.hidden_size, 2, 3)
     assert F >= 2
-    head = MTPHead(head_config(c, ids, K=3, copy_heads=2, read_layers=[0], copy_follow=F))
+    head = MTPHead(head_config(c, ids[:draft], K=3, copy_heads=2, read_layers=[0], copy_follow=F,
+                               copy_ids=ids[draft:] if draft else ()))
     head.init_from_backbone(bb.model)
     with torch.no_grad():
         head.draft_head.weight.zero_()

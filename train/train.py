@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from mtplite.model.decoder import causal_mask
-from mtplite.model.head import FLAG, MTPHead, default_follow, head_config
+from mtplite.model.head import FLAG, MTPHead, default_copy_vocab, default_follow, head_config
 from mtplite.train.distill import key_mask, pad_batch
 
 
@@ -146,7 +146,7 @@ def rollout_loss(head, f, K):
         d, h = head.step(x2, pos, km, f["kv"])
         yk = y[:, idx]
         tgt = head.vocab_map[yk.clamp(min=0)].long()
-        m = valid & (yk >= 0) & (tgt < head.c.draft_vocab_size)
+        m = valid & (yk >= 0) & (tgt < head.space)
         if m.any():
             total = total + F.cross_entropy(d[m], tgt[m], reduction="sum")
             count += int(m.sum())
@@ -245,7 +245,7 @@ def pick_dtype(name, backbone, device, log=print):
 
 def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, num_blocks=1, epochs=4, batch=8,
                lr=1e-3, budget_s=None, seed=0, progress=True, log=print, val_rows=None, dtype=torch.float32,
-               init_head=None, copy_heads=0, copy_ngram=3, copy_follow="auto"):
+               init_head=None, copy_heads=0, copy_ngram=3, copy_follow="auto", copy_vocab="auto"):
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     ddp = world > 1
@@ -256,11 +256,16 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
         head = copy.deepcopy(init_head).train()
         head.to(next(backbone.model.parameters()).device)
     else:
-        dv = draft_vocab(rows, backbone, draft_vocab_size)
+        if copy_vocab == "auto":
+            copy_vocab = default_copy_vocab(backbone.model.c.vocab_size, copy_heads)
+        # one frequency ranking: the vocabulary head's N ids, then the copy-only ids up to copy_vocab
+        dv = draft_vocab(rows, backbone, max(draft_vocab_size, copy_vocab if copy_heads else 0))
+        dv, copy_ids = dv[:draft_vocab_size], dv[draft_vocab_size:]
         if copy_follow == "auto":
             copy_follow = default_follow(backbone.model.c.hidden_size, copy_heads, copy_ngram)
         head = MTPHead(head_config(backbone.model.c, dv, K=K, read_layers=read_layers, num_blocks=num_blocks,
-                                   copy_heads=copy_heads, copy_ngram=copy_ngram, copy_follow=copy_follow))
+                                   copy_heads=copy_heads, copy_ngram=copy_ngram, copy_follow=copy_follow,
+                                   copy_ids=copy_ids))
         head.init_from_backbone(backbone.model)
     c = head.c
     model = Rollout(head, K)
