@@ -273,6 +273,9 @@ class CopyRead(nn.Module):
             self.row_w = nn.Parameter(rw)
         # each draft token's row of E, copy-only ids included (set from the backbone by init_from_backbone; saved)
         self.register_buffer("token_rows", torch.zeros(c.draft_vocab_size + len(c.copy_ids), dt))
+        self.N = c.draft_vocab_size
+        if c.copy_ids:  # (sharpness, offset) of the copy-only ids' logits, see forward
+            self.copy_only = nn.Parameter(torch.tensor([24.0, 0.0]))
 
     def codes(self, C):
         """[C,2F] the position code of every cache slot."""
@@ -337,6 +340,15 @@ class CopyRead(nn.Module):
         # vocabulary, so once, not once per head): sum_h g_h beta_h cos(a_h, row)
         mix = ((g * self.beta[None, :, None])[..., None] * a).sum(1)  # [B,T,dt]
         logits = torch.matmul(mix.to(self.token_rows.dtype), self.token_rows.t()[None]) / self.dt  # [B,T,N+Nc]
+        if hasattr(self, "copy_only"):
+            # Copy-only ids have no vocabulary logit (the step adds the best vocabulary logit to theirs instead), so
+            # they need their own sharpness: + kappa * (cos - 1), cos = the read's cosine with the id's row. The id
+            # read exactly keeps its pointer logit; the ~28k ids not read fall ~20 nats under it and take no
+            # probability mass (the +gate softmax runs over the whole draft space).
+            strength = mix.float().norm(dim=-1, keepdim=True) * self.dt ** -0.5 + 1e-6  # the pointer logit of an exact read
+            cos = logits[..., self.N :].float() / strength
+            sharp = logits[..., self.N :] + self.copy_only[0] * (cos - 1) + self.copy_only[1]
+            logits = torch.cat([logits[..., : self.N], sharp.to(logits.dtype)], -1)
         out = torch.matmul(p.float().mean(1), P) if self.follow else None  # [B,T,2F], heads pooled
         return self.o_proj(a.transpose(1, 2).reshape(B, T, -1)), logits, out
 
@@ -371,11 +383,10 @@ class MTPHead(nn.Module):
         self.out_norm = RMSNorm(H, c.rms_eps, False)
         self.draft_head = nn.Linear(H, c.draft_vocab_size, bias=False)
         # The draft space: the draft vocabulary (the vocabulary head's N ids), then the copy-only ids, which only the
-        # copy read can draft. A copy is often a rare token (a name, a code): the 4,096 most frequent output ids
-        # missed ~27% of the tokens prompt lookup copied right on Gemma, and the head can never draft those.
+        # copy read can draft, their logit the best vocabulary logit + their pointer logit (CopyRead sharpens it).
+        # A copy is often a rare token (a name, a code): on held-out Gemma 3 270M rows 7% of the tokens prompt lookup
+        # copied right were outside the 4,096-id draft vocabulary, 3% outside 32,768 (notes/PERF.md, session 13).
         self.space = c.draft_vocab_size + len(c.copy_ids)
-        if c.copy_ids:  # a copy-only id's vocabulary logit: the best vocabulary logit + this learned offset
-            self.copy_only_bias = nn.Parameter(torch.zeros(()))
         # full vocab id -> draft-space index, or `space` for ids outside it (never drafted)
         ids = torch.tensor(list(c.draft_ids) + list(c.copy_ids), dtype=torch.long)
         vmap = torch.full((c.vocab_size,), self.space, dtype=torch.int32)
@@ -444,9 +455,12 @@ class MTPHead(nn.Module):
         a = self.out_norm(x + add)
         lm = self.draft_head(a)
         if self.c.copy_ids:
-            fill = lm.max(-1, keepdim=True).values + self.copy_only_bias
-            lm = torch.cat([lm, fill.expand(*lm.shape[:-1], len(self.c.copy_ids))], -1)
-        return (lm + ptr).float(), (self.pack(a, k, out) if self.slot else a)
+            N = self.c.draft_vocab_size
+            top = lm.max(-1, keepdim=True).values
+            d = torch.cat([lm + ptr[..., :N], top + ptr[..., N:]], -1)
+        else:
+            d = lm + ptr
+        return d.float(), (self.pack(a, k, out) if self.slot else a)
 
     def full_logits(self, draft_logits):
         """Draft logits placed at their full-vocabulary ids, NEG_INF elsewhere (the contract's output).
