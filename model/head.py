@@ -339,7 +339,8 @@ class CopyRead(nn.Module):
         # the heads' reads mixed before the one matmul with the token table (its cost grows with the copy
         # vocabulary, so once, not once per head): sum_h g_h beta_h cos(a_h, row)
         mix = ((g * self.beta[None, :, None])[..., None] * a).sum(1)  # [B,T,dt]
-        logits = torch.matmul(mix.to(self.token_rows.dtype), self.token_rows.t()[None]) / self.dt  # [B,T,N+Nc]
+        # a linear layer over the token table, so it exports as FULLY_CONNECTED and the int8 recipe quantizes it
+        logits = nn.functional.linear(mix.to(self.token_rows.dtype), self.token_rows) / self.dt  # [B,T,N+Nc]
         if hasattr(self, "copy_only"):
             # Copy-only ids have no vocabulary logit (the step adds the best vocabulary logit to theirs instead), so
             # they need their own sharpness: + kappa * (cos - 1), cos = the read's cosine with the id's row. The id

@@ -153,7 +153,15 @@ def drill_section(runs):
                f"({r0['eval_rows']['heldout_drill_templates']}) and the {r0['eval_rows']['benchmark_prompts']} "
                "benchmark prompts (evaluation only); 'copyable right' = benchmark positions where lookup's copy is right "
                "and the head's first draft is too.")
-    if r0.get("compare") == "copy-follow":
+    if r0.get("compare") == "copy-vocab":
+        L = ["Which tokens can the copy read draft? D = the following pointer above, drafting from the 4,096-id draft "
+             "vocabulary alone (a copied name or code outside it can never be drafted), E = the same plus copy-only "
+             "ids: a draft space of the 32,768 most frequent ids of the distilled data (then by id) for the copy read, "
+             "the vocabulary head unchanged; a copy-only id's logit is the best vocabulary logit + its pointer logit, "
+             "sharpened by the read's cosine with the id's row (`copy_ids` in model/head.py). Same rows, pointer "
+             f"heads, seed and budget ({r0['minutes_per_head']:g} min; `scripts/drill_ablation.py --compare "
+             "copy-vocab`). " + scoring]
+    elif r0.get("compare") == "copy-follow":
         L = ["Does the pointer continue its match at later draft steps? C = the trigram pointer above, re-matching at "
              "every step (at steps 2 and 3 the previous tokens are drafts the cache does not hold), D = the same plus "
              "`copy_follow`: the read distribution's position code rides in the carried activation with the step "
@@ -289,7 +297,8 @@ def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliabilit
     if copy:
         L += ["## Copying", ""] + copy_section(copy)
     for kind, title in (("drills", "Copy drills"), ("copy", "Copy read"), ("copy-ngram", "Copy read: bigram or trigram"),
-                        ("copy-follow", "Copy read: re-match or follow")):
+                        ("copy-follow", "Copy read: re-match or follow"),
+                        ("copy-vocab", "Copy read: copy-only ids")):
         runs = [r for r in drills if r.get("compare", "drills") == kind]
         if runs:
             L += [f"### {title}", ""] + drill_section(runs)
@@ -321,7 +330,9 @@ def copy_read(c):
     n = c.get("copy_heads", 0)
     gram = "trigram" if c.get("copy_ngram", 2) == 3 else "bigram"
     follow = f", following its match through a {c['copy_follow']}-frequency position code" if c.get("copy_follow") else ""
-    return f" + a copy read ({n} {gram} pointer heads over layer 0's V cache{follow})" if n else ""
+    extra = len(c.get("copy_ids") or [])
+    only = f", {extra:,} more ids it alone can draft" if extra else ""
+    return f" + a copy read ({n} {gram} pointer heads over layer 0's V cache{follow}{only})" if n else ""
 
 
 def head_summary(h):
@@ -494,7 +505,7 @@ AUTO_FILES = {"timed": ["fresh_quickstart_bench.json", "fresh_quickstart_quick_b
               "torch_mismatch": "torch_mismatch.json", "exact_bench": ["bench_exact_int8.json", "bench_exact_int4.json"],
               "drills": ["drill_ablation.json", "drill_ablation_seed1.json", "copy_ablation.json",
                          "copy_ablation_seed1.json", "copy_ngram_ablation.json",
-                         "copy_follow_ablation.json"]}
+                         "copy_follow_ablation.json", "copy_vocab_ablation.json"]}
 
 
 def auto(a):

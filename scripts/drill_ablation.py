@@ -135,7 +135,10 @@ def main():
                                 copy_ngram=ngram, copy_follow=follow, copy_vocab=copy_vocab)
         if a.save:
             save_head(head, f"{a.save}/{name}", {"backbone": a.backbone, "backbone_fingerprint": bb.fingerprint,
-                                                  "seed": a.seed, **{k: info[k] for k in ("history", "steps")}})
+                                                  "seed": a.seed, "train_generated_tokens": n_gen(rows),
+                                                  "train_sequences": len(rows), "val_sequences": len(t_val),
+                                                  **{k: info[k] for k in ("history", "steps", "train_s",
+                                                                          "best_val_accept_length")}})
         pr = probe(bb, head, bench)
         res["arms"][name] = {"train_rows": len(rows), "train_tokens": n_gen(rows), "copy_heads": copy_heads,
                              "copy_ngram": ngram if copy_heads else None, "copy_follow": follow, "copy_vocab": copy_vocab,
