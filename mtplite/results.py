@@ -473,6 +473,14 @@ def analysis(bench, man):
                        "met" if not lose else "missed on " + ", ".join(
                            f"{k} ({t['mtp'][k]['accept_length']:.2f} vs {t['lookup'][k]['accept_length']:.2f})"
                            for k in lose)))
+        # τ counts only the cycles that drafted: lookup sits out the cycles it has no match for (plain steps), the head
+        # drafts in every one, so the same comparison per backbone pass, plain steps included
+        tp = [k for k in bench["tasks"] if k != "all" and (t["mtp"][k].get("tokens_per_pass") or 0)
+              < (t["lookup"][k].get("tokens_per_pass") or 0)]
+        checks.append(("head tokens per backbone pass >= prompt lookup's on every task type (plain steps count)",
+                       "met" if not tp else "missed on " + ", ".join(
+                           f"{k} ({t['mtp'][k]['tokens_per_pass']:.2f} vs {t['lookup'][k]['tokens_per_pass']:.2f})"
+                           for k in tp)))
     if "hybrid+gate" in t:
         checks.append(("hybrid+gate τ >= 3.0 on summarize/rewrite/reply",
                        ", ".join(f"{k} {t['hybrid+gate'][k]['accept_length']:.2f}" for k in ("summarize", "rewrite", "reply")
