@@ -330,7 +330,7 @@ def copy_read(c):
     n = c.get("copy_heads", 0)
     gram = "trigram" if c.get("copy_ngram", 2) == 3 else "bigram"
     follow = f", following its match through a {c['copy_follow']}-frequency position code" if c.get("copy_follow") else ""
-    extra = len(c.get("copy_ids") or [])
+    extra = len(c.get("copy_ids") or []) or c.get("copy_ids_stripped", 0)  # results/ copies keep the count only
     only = f", {extra:,} more ids it alone can draft" if extra else ""
     return f" + a copy read ({n} {gram} pointer heads over layer 0's V cache{follow}{only})" if n else ""
 
