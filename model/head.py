@@ -125,26 +125,24 @@ def default_follow(hidden_size, copy_heads, copy_ngram, F=16):
 
 
 def check_copy_vocab(arg, vocab_size, copy_heads, draft_vocab, flag="--copy-vocab"):
-    """--copy-vocab: 'auto' (default_copy_vocab), 0 (the draft vocabulary alone) or the size of the copy read's draft
-    space, the draft vocabulary included."""
+    """--copy-vocab: 0 (the draft vocabulary alone, the default) or the size of the copy read's draft space, the
+    draft vocabulary included. Off by default: on Gemma 3 270M 32,768 ids tripled the LiteRT drafter step for no
+    measured acceptance gain (notes/PERF.md, session 13)."""
     from mtplite.errors import UserError
 
-    if str(arg).strip().lower() == "auto":
-        return default_copy_vocab(vocab_size, copy_heads)
     try:
         n = int(arg)
     except ValueError:
         n = -1
     if n < 0 or n > MAX_COPY_VOCAB:
-        raise UserError(f"{flag} {arg}: use auto, 0 (the draft vocabulary alone) or a size up to {MAX_COPY_VOCAB}")
+        raise UserError(f"{flag} {arg}: use 0 (the draft vocabulary alone) or a size up to {MAX_COPY_VOCAB}")
     if n > draft_vocab and not copy_heads:
         raise UserError(f"{flag} {arg}: copy-only ids need pointer heads; give --copy-heads 1 or more, or {flag} 0")
     return min(n, vocab_size)
 
 
 def default_copy_vocab(vocab_size, copy_heads, size=32768):
-    """The copy read's draft space (the draft vocabulary included): 32,768 ids, or the whole vocabulary if smaller.
-    Its token table costs size x KVH*D multiply-adds per draft step (8.4M on Gemma 3 270M)."""
+    """The copy-vocab ablation's size (scripts/drill_ablation.py): 32,768 ids, or the whole vocabulary if smaller."""
     return min(size, vocab_size) if copy_heads else 0
 
 
@@ -319,7 +317,7 @@ class CopyRead(nn.Module):
         # back - 1 = positions from j's successor to the newest cached token; masked positions are clamped, not used
         return s - self.recency.float().exp()[None, :, None, None] * (back - 1).clamp(min=0)[None, None]
 
-    def forward(self, x, mask, v0, pos, emb, k=None, code=None, copy_cols=None):
+    def forward(self, x, mask, v0, pos, emb, k=None, code=None):
         """x [B,T,H]; mask [B|1,1,T,C] (keys < pos visible); v0 [B,KVH,D,C]; pos [T]; emb [B,T,H] the current
         token's embedding; k, code: see scores -> (residual add [B,T,H], logits [B,T,N], this step's read-position
         code [B,T,2F] or None)."""
@@ -340,15 +338,12 @@ class CopyRead(nn.Module):
         # vocabulary, so once, not once per head): sum_h g_h beta_h cos(a_h, row)
         mix = ((g * self.beta[None, :, None])[..., None] * a).sum(1)  # [B,T,dt]
         # a linear layer over the token table, so it exports as FULLY_CONNECTED and the int8 recipe quantizes it
-        rows = self.token_rows
-        if copy_cols is not None:  # training: only the copy-only ids in the batch's text (see MTPHead.step)
-            rows = torch.cat([rows[: self.N], rows[self.N :][copy_cols]])
-        logits = nn.functional.linear(mix.to(rows.dtype), rows) / self.dt  # [B,T,N+Nc]
+        logits = nn.functional.linear(mix.to(self.token_rows.dtype), self.token_rows) / self.dt  # [B,T,N+Nc]
         if hasattr(self, "copy_only"):
             # Copy-only ids have no vocabulary logit (the step adds the best vocabulary logit to theirs instead), so
             # they need their own sharpness: + kappa * (cos - 1), cos = the read's cosine with the id's row. The id
-            # read exactly keeps its pointer logit; the ~28k ids not read fall ~20 nats under it and take no
-            # probability mass (the +gate softmax runs over the whole draft space).
+            # read exactly keeps its pointer logit; most ids not read fall ~20 nats under it, but look-alike rows
+            # (cosine near 1) do not, and took the argmax on Gemma (notes/PERF.md, session 13).
             strength = mix.float().norm(dim=-1, keepdim=True) * self.dt ** -0.5 + 1e-6  # the pointer logit of an exact read
             cos = logits[..., self.N :].float() / strength
             sharp = logits[..., self.N :] + self.copy_only[0] * (cos - 1) + self.copy_only[1]
@@ -387,10 +382,10 @@ class MTPHead(nn.Module):
         self.out_norm = RMSNorm(H, c.rms_eps, False)
         self.draft_head = nn.Linear(H, c.draft_vocab_size, bias=False)
         # The draft space: the draft vocabulary (the vocabulary head's N ids), then the copy-only ids, which only the
-        # copy read can draft, their logit the best vocabulary logit + their pointer logit (CopyRead sharpens it).
-        # A copy is often a rare token (a name, a code): on held-out templates of Gemma 3 270M's distilled rows 4.1%
-        # of the tokens prompt lookup copied right were outside the 4,096-id draft vocabulary, 1.5% outside 32,768
-        # (notes/PERF.md, session 13).
+        # copy read can draft (opt-in, --copy-vocab), their logit the best vocabulary logit + their pointer logit
+        # (CopyRead sharpens it). A copy is often a rare token (a name, a code): on held-out templates of Gemma 3
+        # 270M's distilled rows 4.1% of the tokens prompt lookup copied right were outside the 4,096-id draft
+        # vocabulary, 1.5% outside 32,768; drafting them did not pay there (notes/PERF.md, session 13).
         self.space = c.draft_vocab_size + len(c.copy_ids)
         # full vocab id -> draft-space index, or `space` for ids outside it (never drafted)
         ids = torch.tensor(list(c.draft_ids) + list(c.copy_ids), dtype=torch.long)
@@ -437,12 +432,9 @@ class MTPHead(nn.Module):
                 b.o_proj.weight.mul_(0.1)
                 b.down_proj.weight.mul_(0.1)
 
-    def step(self, x2, pos, mask, kv, copy_cols=None):
+    def step(self, x2, pos, mask, kv):
         """x2 [B,T,2H] -> (draft-space logits [B,T,N+Nc], projected [B,T,H]). The drafter's own causality: keys < pos.
-        kv: the (K, V) pairs of self.kv_layers. copy_cols (training): the copy-only columns to compute, sorted indices
-        into copy_ids -- the ids of the batch's own text. The others can only be read inexactly, so they sit ~20 nats
-        under the best logit and change neither the loss nor the argmax measurably, while all 28k of them cost half
-        of a training step on Gemma."""
+        kv: the (K, V) pairs of self.kv_layers."""
         H = self.c.hidden_size
         C = kv[0][1].shape[-1]
         emb, act = x2[..., :H], x2[..., H:]
@@ -459,7 +451,7 @@ class MTPHead(nn.Module):
             a = self.out_norm(x)
             return self.draft_head(a).float(), a
         v0 = kv[n][1] if len(kv) > n else kv[self.c.read_layers.index(0)][1]
-        add, ptr, out = self.copy(x, mask, v0, pos, emb, k, code, copy_cols)
+        add, ptr, out = self.copy(x, mask, v0, pos, emb, k, code)
         a = self.out_norm(x + add)
         lm = self.draft_head(a)
         if self.c.copy_ids:

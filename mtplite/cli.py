@@ -205,9 +205,9 @@ def main(argv=None):
     t.add_argument("--copy-follow", default="auto",
                    help="frequencies of the read-position code that lets the pointer continue its match at later "
                         "draft steps (auto = 16, fewer on small hidden sizes; 0 = re-match each step)")
-    t.add_argument("--copy-vocab", default="auto",
-                   help="ids the copy read can draft, the draft vocabulary included (auto = 32768: rare copied tokens "
-                        "such as names fall outside the 4,096 most frequent; 0 = the draft vocabulary alone)")
+    t.add_argument("--copy-vocab", default="0",
+                   help="ids the copy read can draft, the draft vocabulary included (e.g. 32768: rare copied tokens "
+                        "such as names fall outside the 4,096 most frequent; 0 = the draft vocabulary alone, default)")
     t.add_argument("--budget-minutes", type=float, default=None)
     t.add_argument("--data-share", type=float, default=0.5, help="share of the budget for new self-distilled data")
     t.add_argument("--prompts", type=int, default=None, help="limit the prompt corpus")

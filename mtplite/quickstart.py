@@ -171,7 +171,7 @@ def register(sub):
     q.add_argument("--draft-vocab", type=int, default=4096)
     q.add_argument("--copy-heads", type=int, default=2, help="pointer heads over layer 0's V cache (0 = none)")
     q.add_argument("--copy-follow", default="auto", help="read-position code frequencies (auto; 0 = off)")
-    q.add_argument("--copy-vocab", default="auto", help="ids the copy read can draft (auto = 32768; 0 = draft vocab)")
+    q.add_argument("--copy-vocab", default="0", help="ids the copy read can draft (0 = the draft vocabulary alone)")
     q.add_argument("--max-new", type=int, default=96, help="greedy tokens per training prompt")
     q.add_argument("--max-new-tokens", type=int, default=64, help="tokens per benchmark prompt")
     q.add_argument("--cache-length", type=int, default=512)

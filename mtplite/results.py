@@ -353,8 +353,8 @@ def experiment_section(exp, page_head_fp=None):
     if fp and fp == page_head_fp:
         L += ["This head is the one the sections above report (same head fingerprint); the rows below are its first "
               "bench, against the page's bundle of the time.", ""]
-    L += [head_summary(h) + "; held-out accept length per epoch "
-          + ", ".join(f"{x['val_accept_length']:.2f}" for x in h.get("history", []))
+    hist = ", ".join(f"{x['val_accept_length']:.2f}" for x in h.get("history", []))
+    L += [head_summary(h) + (f"; held-out accept length per epoch {hist}" if hist else "")
           + f"; calibrate: {s.get('reason', '-')}. Rows marked @NAME are the bundle NAME run in the same bench.", ""]
     L += mode_table(b)
     if (exp / "copy_probe.json").exists():

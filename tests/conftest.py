@@ -44,6 +44,7 @@ def trained(spec, K=3):
         copy = 2 if spec == "tiny:llama" else 0
         head, info = train_head(bb, tr, K=K, draft_vocab_size=256, epochs=6, batch=16, lr=2e-3, val_rows=va,
                                 progress=False, log=lambda s: None, copy_heads=copy,
-                                copy_follow=default_follow(bb.model.c.hidden_size, copy, 3))
+                                copy_follow=default_follow(bb.model.c.hidden_size, copy, 3),
+                                copy_vocab=512 if copy else 0)  # and copy-only ids: 256 beyond its draft vocabulary
         _trained[(spec, K)] = (bb, head, rows, va, info)
     return _trained[(spec, K)]

@@ -136,14 +136,6 @@ def rollout_loss(head, f, K):
     run = torch.ones(B, L - 1, dtype=torch.bool)  # anchor still "accepted" through previous steps
     total, count = sum(p.sum() * 0.0 for p in head.parameters()), 0
     accepted = torch.zeros(B, L - 1)
-    N, space = head.c.draft_vocab_size, head.space
-    remap, cols = None, None
-    if space > N:  # copy-only columns: only those of ids in this batch's text (see MTPHead.step)
-        present = head.vocab_map[toks[ok]].long()
-        cols = torch.unique(present[(present >= N) & (present < space)]) - N
-        remap = torch.full((space + 1,), -1, dtype=torch.long)  # draft-space index -> computed column
-        remap[:N] = torch.arange(N)
-        remap[N + cols] = N + torch.arange(len(cols))
     for k in range(1, K + 1):
         idx = torch.arange(1, L) + (k - 1)
         inb = idx < L
@@ -151,12 +143,10 @@ def rollout_loss(head, f, K):
         if k > 1:  # the fed token must equal the backbone's greedy choice, else drafting would have stopped
             valid = valid & inb & (toks[:, idx] == y[:, idx - 1])
         x2 = torch.cat([emb[:, idx], h], -1)
-        d, h = head.step(x2, pos, km, f["kv"], copy_cols=cols)
+        d, h = head.step(x2, pos, km, f["kv"])
         yk = y[:, idx]
         tgt = head.vocab_map[yk.clamp(min=0)].long()
-        if remap is not None:  # labels are tokens of the batch's text, so every one in the draft space has a column
-            tgt = torch.where(tgt < space, remap[tgt], tgt)
-        m = valid & (yk >= 0) & (tgt < head.space) & (tgt >= 0)
+        m = valid & (yk >= 0) & (tgt < head.space)
         if m.any():
             total = total + F.cross_entropy(d[m], tgt[m], reduction="sum")
             count += int(m.sum())
@@ -255,7 +245,7 @@ def pick_dtype(name, backbone, device, log=print):
 
 def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, num_blocks=1, epochs=4, batch=8,
                lr=1e-3, budget_s=None, seed=0, progress=True, log=print, val_rows=None, dtype=torch.float32,
-               init_head=None, copy_heads=0, copy_ngram=3, copy_follow="auto", copy_vocab="auto"):
+               init_head=None, copy_heads=0, copy_ngram=3, copy_follow="auto", copy_vocab=0):
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     ddp = world > 1
