@@ -174,7 +174,9 @@ def test_cli_bad_inputs(tmp_path):
                                 "--copy-heads", "9")[::2])
     assert "--copy-heads 9" in msg
     for bad, want in ((["--copy-follow", "lots"], "--copy-follow lots"), (["--copy-follow", "40"], "1-7"),
-                      (["--copy-follow", "2", "--copy-heads", "0"], "--copy-heads 1")):
+                      (["--copy-follow", "2", "--copy-heads", "0"], "--copy-heads 1"),
+                      (["--copy-vocab", "many"], "--copy-vocab many"), (["--copy-vocab", "999999999"], "up to"),
+                      (["--copy-vocab", "8192", "--copy-heads", "0", "--copy-follow", "0"], "--copy-heads 1")):
         msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), *bad)[::2])
         assert want in msg, msg
     if not torch.cuda.is_available():
