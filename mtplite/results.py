@@ -467,20 +467,16 @@ def analysis(bench, man):
                ", ".join(f"{k} {t['hybrid'][k]['accept_length']:.2f}" for k in ("summarize", "rewrite", "reply")
                          if "hybrid" in t and t["hybrid"].get(k, {}).get("accept_length")))]
     if "lookup" in t:
-        lose = [k for k in bench["tasks"] if k != "all" and (t["mtp"][k].get("accept_length") or 0)
-                < (t["lookup"][k].get("accept_length") or 0)]
-        checks.append(("head τ >= prompt lookup τ on every task type",
-                       "met" if not lose else "missed on " + ", ".join(
-                           f"{k} ({t['mtp'][k]['accept_length']:.2f} vs {t['lookup'][k]['accept_length']:.2f})"
-                           for k in lose)))
+        def head_vs_lookup(key):
+            lose = [k for k in bench["tasks"] if k != "all" and (t["mtp"][k].get(key) or 0) < (t["lookup"][k].get(key) or 0)]
+            return "met" if not lose else "missed on " + ", ".join(
+                f"{k} ({t['mtp'][k][key]:.2f} vs {t['lookup'][k][key]:.2f})" for k in lose)
+
+        checks.append(("head τ >= prompt lookup τ on every task type", head_vs_lookup("accept_length")))
         # τ counts only the cycles that drafted: lookup sits out the cycles it has no match for (plain steps), the head
         # drafts in every one, so the same comparison per backbone pass, plain steps included
-        tp = [k for k in bench["tasks"] if k != "all" and (t["mtp"][k].get("tokens_per_pass") or 0)
-              < (t["lookup"][k].get("tokens_per_pass") or 0)]
         checks.append(("head tokens per backbone pass >= prompt lookup's on every task type (plain steps count)",
-                       "met" if not tp else "missed on " + ", ".join(
-                           f"{k} ({t['mtp'][k]['tokens_per_pass']:.2f} vs {t['lookup'][k]['tokens_per_pass']:.2f})"
-                           for k in tp)))
+                       head_vs_lookup("tokens_per_pass")))
     if "hybrid+gate" in t:
         checks.append(("hybrid+gate τ >= 3.0 on summarize/rewrite/reply",
                        ", ".join(f"{k} {t['hybrid+gate'][k]['accept_length']:.2f}" for k in ("summarize", "rewrite", "reply")
