@@ -116,6 +116,31 @@ def test_backbone_frozen_during_training():
     assert fingerprint(bb.model) == fp
 
 
+def test_budget_spent_by_validation_does_not_evaluate_an_untrained_epoch(monkeypatch):
+    # the budget runs out while epoch 0 is being validated: epoch 1 takes no step, so it must not be validated again
+    # (a SmolLM2 quickstart spent 160 s re-evaluating the same head and logged it as a second epoch)
+    import time
+
+    import mtplite.train.train as tr
+    from mtplite.data import training_prompts
+    from mtplite.model.load import load_backbone
+    from mtplite.train.distill import distill
+
+    bb = load_backbone("tiny:llama")
+    rows = distill(bb, training_prompts(limit=16), None, max_new=8, batch=16, progress=False)
+    real, calls = tr.evaluate, []
+
+    def slow_evaluate(*a, **k):
+        calls.append(1)
+        time.sleep(4.0)
+        return real(*a, **k)
+
+    monkeypatch.setattr(tr, "evaluate", slow_evaluate)
+    _, info = tr.train_head(bb, rows[:8], K=2, draft_vocab_size=64, epochs=3, batch=8, progress=False,
+                            val_rows=rows[8:], budget_s=3.0)
+    assert info["steps"] == 1 and len(calls) == 1
+    assert [h["epoch"] for h in info["history"]] == [0]
+
 def test_head_roundtrip_and_fingerprint_mismatch(tmp_path):
     from mtplite.errors import UserError
     from mtplite.model.head import load_head, save_head

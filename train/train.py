@@ -296,6 +296,7 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
     bar = tqdm(total=steps_total, desc="train head", unit="batch", disable=not progress or rank != 0)
     stop = False
     for ep in range(epochs):
+        ep_steps = 0
         g = torch.Generator().manual_seed(seed * 1000 + ep)
         perm = torch.randperm(len(batches), generator=g, device="cpu").tolist()
         for bi in perm:
@@ -328,8 +329,11 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
             sched.step()
             bar.update(1)
             steps += 1
+            ep_steps += 1
             bar.set_postfix(loss=f"{float(total.detach()) / max(count, 1):.3f}")
-        if val_rows and rank == 0:
+        # an epoch the budget ended before its first step changed nothing: evaluating it again only cost time (on
+        # SmolLM2 160 s) and wrote a duplicate history entry
+        if val_rows and rank == 0 and (ep_steps or not history):
             tau = evaluate(head, backbone, val_rows, K, dtype=dtype)
             history.append({"epoch": ep, "val_accept_length": tau, "elapsed_s": time.time() - t0})
             log(f"epoch {ep}: held-out accept_length {tau:.3f}")
