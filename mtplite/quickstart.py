@@ -27,9 +27,9 @@ def cmd_quickstart(a):
     from mtplite.model.load import load_backbone
     from mtplite.paths import cache_dir, write_text_atomic
     from mtplite.runtime.bench import bench, default_prompts, load_prompts, markdown, plot
-    from mtplite.runtime.cli import calibrate, calibration_prompts
+    from mtplite.runtime.cli import calibrate
     from mtplite.train.distill import distill
-    from mtplite.train.train import distill_batch, pick_device, pick_dtype, split_rows, train_head
+    from mtplite.train.train import SPLIT, distill_batch, pick_device, pick_dtype, split_rows, train_head
 
     quick = a.quick
     check_copy_heads(a.copy_heads)
@@ -87,6 +87,7 @@ def cmd_quickstart(a):
         t = lap("train", t)
         n_tok = sum(len(r["tokens"]) - r["prompt_len"] for r in tr)
         doc = {"backbone": a.backbone, "backbone_fingerprint": bb.fingerprint, "train_generated_tokens": n_tok,
+               "split": SPLIT,
                "train_sequences": len(tr), **info}
         save_head(head, head_dir, doc)
         log(f"head trained on {n_tok} self-distilled tokens; held-out accept length {info['best_val_accept_length']:.2f}")
@@ -124,7 +125,7 @@ def cmd_quickstart(a):
     man = json.loads(man_path.read_text())
     if fresh or (man.get("settings") or {}).get("source") != "mtplite calibrate":
         log("calibrating K on this device")
-        s = calibrate(bundle, calibration_prompts(6 if quick else 12), threads=a.threads)
+        s = calibrate(bundle, None, threads=a.threads, n=6 if quick else 12)
         log(f"calibrate: settings.K={s['K']} ({s['reason']})")
         t = lap("calibrate", t)
     log(f"benchmarking {len(prompts)} prompts: plain / MTP / prompt lookup / hybrid"

@@ -211,6 +211,20 @@ def match_length_rows(c):
                + (f"{v['lookup_acc']:.3f} |" if m != "0" else "- |") for m, v in sorted(by.items())] + [""])
 
 
+def gap_rows(g):
+    """scripts/generalization_gap.py: the head's τ on held-out corpus templates vs the benchmark prompts, per task."""
+    rows = [("teacher-forced, held-out corpus templates", g["teacher_forced"]["held_out"]),
+            ("teacher-forced, benchmark prompts", g["teacher_forced"]["benchmark"])]
+    if g.get("free_running_torch_float32"):
+        rows.append(("free-running torch float32, benchmark prompts", g["free_running_torch_float32"]))
+    tasks = sorted({t for _, r in rows for t in r if t != "all"}) + ["all"]
+    return ([f"How far the held-out number flatters (`scripts/generalization_gap.py`, {g['held_out_rows']} held-out "
+             f"rows, {g['benchmark_prompts']} benchmark prompts, {g['max_new_tokens']} greedy tokens each; a held-out "
+             "task with no row is '-'):", "", "| τ | " + " | ".join(tasks) + " |", "|---|" + "---|" * len(tasks)]
+            + [f"| {name} | " + " | ".join(f"{r[t]:.2f}" if t in r else "-" for t in tasks) + " |" for name, r in rows]
+            + [""])
+
+
 def speculative_runs(bench):
     """Speculative generations of the main bundle in a bench run (every non-plain mode without an @bundle)."""
     return (len([m for m in bench["modes"] if "@" not in m]) - 1) * bench["table"]["plain"]["all"]["prompts"]
@@ -362,6 +376,8 @@ def experiment_section(exp, page_head_fp=None):
         L += [f"Copy probe ({cp['positions']} positions of {cp['held_out_rows']} held-out rows): head first draft right on "
               f"{100 * cp['head_acc']:.1f}% of all positions, {100 * cp['head_acc_on_copyable']:.1f}% of copyable ones, "
               f"{100 * cp['head_acc_when_no_match']:.1f}% where lookup has no match.", ""] + match_length_rows(cp)
+    if (exp / "generalization_gap.json").exists():
+        L += gap_rows(json.loads((exp / "generalization_gap.json").read_text()))
     return L
 
 
@@ -374,6 +390,8 @@ def backbone_section(run):
          f"{(b['manifest'].get('quantization') or {}).get('backbone')}; calibrate: {s.get('reason', '-')}. Prompts go "
          "through the backbone's chat template (training, benchmark and the official engine alike).", ""]
     L += mode_table(b) + analysis(b, {"settings": s})[2:]
+    if (run / "generalization_gap.json").exists():
+        L += gap_rows(json.loads((run / "generalization_gap.json").read_text()))
     return L
 
 

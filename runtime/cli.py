@@ -109,9 +109,10 @@ def predict_gate(cycles, t_dec, t_ver, t_dr, gate):
     return tokens / secs if secs else 0.0
 
 
-def calibrate(out, prompts, threads=2, max_new=48, progress=print):
+def calibrate(out, prompts=None, threads=2, max_new=48, progress=print, n=12):
     """Measure decode / verify(K+1) / drafter step on this device and the head's acceptance and confidence, predict
-    the speedup with and without a confidence gate, and write the decision into the manifest's settings."""
+    the speedup with and without a confidence gate, and write the decision into the manifest's settings.
+    prompts None: n prompts of the templates the bundle's head held out in training."""
     import json
     import time
     from pathlib import Path
@@ -125,6 +126,8 @@ def calibrate(out, prompts, threads=2, max_new=48, progress=print):
     b = Bundle(out, threads=threads, mtp=True)
     tok = load_tokenizer(out)
     K = b.K
+    if prompts is None:
+        prompts = calibration_prompts(n, b.man.get("head_split"))
 
     def timeit(fn, n=15):
         fn()
@@ -175,13 +178,13 @@ def calibrate(out, prompts, threads=2, max_new=48, progress=print):
     return man["settings"]
 
 
-def calibration_prompts(n=12):
-    """Prompts of the templates training holds out for validation: never the benchmark prompts (choosing K or the
-    gate on them would tune on the evaluation set)."""
+def calibration_prompts(n=12, head_split=None):
+    """Prompts of the templates the bundle's head held out in training (head_split: its manifest's "head_split"):
+    never the benchmark prompts (choosing K or the gate on them would tune on the evaluation set)."""
     from mtplite.data import training_prompts
-    from mtplite.train.train import split_rows
+    from mtplite.train.train import split_of, split_rows
 
-    return split_rows(training_prompts())[1][:n]
+    return split_rows(training_prompts(), **split_of({"split": head_split}))[1][:n]
 
 
 def cmd_calibrate(a):
@@ -189,8 +192,8 @@ def cmd_calibrate(a):
 
     from mtplite.runtime.bench import load_prompts
 
-    prompts = load_prompts(a.prompts)[: a.limit] if a.prompts else calibration_prompts(a.limit)
-    s = calibrate(a.out, prompts, threads=a.threads)
+    prompts = load_prompts(a.prompts)[: a.limit] if a.prompts else None
+    s = calibrate(a.out, prompts, threads=a.threads, n=a.limit)
     print(json.dumps(s, indent=1))
     print(f"mtplite: wrote settings.K={s['K']} into the manifest ({s['reason']})", file=sys.stderr)
 

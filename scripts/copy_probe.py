@@ -19,7 +19,7 @@ from mtplite.model.load import load_backbone
 from mtplite.paths import write_text_atomic
 from mtplite.runtime.lookup import lookup
 from mtplite.train.distill import key_mask, load_rows
-from mtplite.train.train import features, split_rows
+from mtplite.train.train import features, split_of, split_rows
 
 
 @torch.no_grad()
@@ -84,11 +84,11 @@ def main():
     ap.add_argument("--json")
     a = ap.parse_args()
     bb = load_backbone(a.backbone)
-    head, _ = load_head(a.head, bb.fingerprint)
+    head, meta = load_head(a.head, bb.fingerprint)
     # the corpus's own template names, so the held-out split is the one training used
     corpus = {p["id"]: p for p in training_prompts()}
     rows = [{**r, "template": corpus[r["id"]]["template"]} for r in load_rows(a.data).values() if r["id"] in corpus]
-    _, held = split_rows(rows)
+    _, held = split_rows(rows, **split_of(meta))  # the held-out templates of this head's own training
     res = {"backbone": a.backbone, "head": a.head, "held_out_rows": min(a.rows, len(held)),
            **probe(bb, head, held[: a.rows])}
     print(json.dumps(res, indent=1))

@@ -36,7 +36,7 @@ from mtplite.model.load import load_backbone
 from mtplite.paths import write_text_atomic
 from mtplite.runtime.bench import default_prompts, load_prompts
 from mtplite.train.distill import distill, load_rows
-from mtplite.train.train import accepted_runs, split_rows, train_head
+from mtplite.train.train import SPLIT, accepted_runs, split_rows, train_head
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
 from copy_probe import probe  # noqa: E402
@@ -135,7 +135,7 @@ def main():
                                 copy_ngram=ngram, copy_follow=follow, copy_vocab=copy_vocab)
         if a.save:
             save_head(head, f"{a.save}/{name}", {"backbone": a.backbone, "backbone_fingerprint": bb.fingerprint,
-                                                  "seed": a.seed, "train_generated_tokens": n_gen(rows),
+                                                  "split": SPLIT, "seed": a.seed, "train_generated_tokens": n_gen(rows),
                                                   "train_sequences": len(rows), "val_sequences": len(t_val),
                                                   **{k: info[k] for k in ("history", "steps", "train_s",
                                                                           "best_val_accept_length")}})

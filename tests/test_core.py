@@ -223,7 +223,9 @@ def test_scripts_bad_inputs(tmp_path):
                           "unknown backbone"),
                          (["bench_hybrid_rule.py", str(tmp_path / "nobundle")], "manifest.json"),
                          (["bench_distill.py", "--batches", "64,0"], "--batches"),
-                         (["drill_ablation.py", "--data", "x", "--drills", "0"], "--drills 0")):
+                         (["drill_ablation.py", "--data", "x", "--drills", "0"], "--drills 0"),
+                         (["generalization_gap.py", "--backbone", "tiny:gemma3", "--head", str(tmp_path), "--data",
+                           str(tmp_path / "none.jsonl")], "no such distillation cache")):
         r = subprocess.run([sys.executable, str(root / args[0]), *args[1:]], capture_output=True, text=True, timeout=300)
         assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
         assert r.stderr.strip().splitlines()[-1].startswith(f"{args[0]}: error:") and needle in r.stderr, r.stderr
@@ -321,6 +323,29 @@ def test_torch_exact_mode_in_bf16():
         assert runs[0]["tokens"] == runs[1]["tokens"], p
         cycles += runs[1]["cycles"]
     assert cycles > 0
+
+
+def test_held_out_split_covers_every_task():
+    # the older hash split held out no reply or rewrite template of the shipped corpus: early stopping and the
+    # held-out τ never saw those tasks. By task, every task with 2+ templates has one held out, none on both sides.
+    from collections import defaultdict
+
+    from mtplite.data import training_prompts
+    from mtplite.train.train import split_of, split_rows
+
+    rows = training_prompts()
+    tr, va = split_rows(rows)
+    templates = defaultdict(set)
+    for r in rows:
+        templates[r["task"]].add(r["template"])
+    held = {r["template"] for r in va}
+    assert {r["template"] for r in tr}.isdisjoint(held) and len(tr) + len(va) == len(rows)
+    for task, ts in templates.items():
+        assert 1 <= len(ts & held) < len(ts), task
+    assert 0.05 < len(va) / len(rows) < 0.2
+    # heads saved before the change keep the split they were validated on
+    assert split_rows(rows, **split_of({}))[1] == split_rows(rows, by_task=False)[1]
+    assert split_of({"split": "by-task"}) == {"by_task": True}
 
 
 def test_training_prompts_share_no_framing_with_the_benchmark_prompts():

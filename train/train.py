@@ -156,17 +156,42 @@ def rollout_loss(head, f, K):
     return total, count, accepted[base]
 
 
-def split_rows(rows, holdout=0.1, seed=0):
+SPLIT = "by-task"  # head.json "split": how the head's held-out templates were chosen (absent: the older hash split)
+
+
+def split_rows(rows, holdout=0.1, seed=0, by_task=True):
     """Hold out whole templates (task + format), not just prompts: a head that memorises templates looks great on
-    held-out prompts of seen templates and poor on new ones, so early stopping must watch unseen templates."""
+    held-out prompts of seen templates and poor on new ones, so early stopping must watch unseen templates.
+
+    by_task: the share of templates is held out within each task (at least one where a task has two or more). The
+    older rule, a share of all templates by hash (by_task=False, heads without "split" in head.json), held out no
+    reply or rewrite template at all on the shipped corpus, so early stopping never saw those tasks."""
     import hashlib
+    from collections import defaultdict
 
     def key(r):
         return r.get("template") or template_of(r["id"])
 
-    val = [r for r in rows if int(hashlib.md5(f"{seed}{key(r)}".encode()).hexdigest(), 16) % 1000 < holdout * 1000]
-    vids = {r["id"] for r in val}
-    return [r for r in rows if r["id"] not in vids], val
+    def h(k):
+        return int(hashlib.md5(f"{seed}{k}".encode()).hexdigest(), 16)
+
+    if by_task:
+        keys = defaultdict(set)
+        for r in rows:
+            keys[r.get("task")].add(key(r))
+        held = set()
+        for ks in keys.values():
+            if len(ks) > 1:
+                held |= set(sorted(ks, key=h)[: max(1, round(holdout * len(ks)))])
+    else:
+        held = {key(r) for r in rows if h(key(r)) % 1000 < holdout * 1000}
+    val = [r for r in rows if key(r) in held]
+    return [r for r in rows if key(r) not in held], val
+
+
+def split_of(head_meta):
+    """split_rows keyword for the held-out rows a saved head was validated on (its head.json)."""
+    return {"by_task": head_meta.get("split") == SPLIT}
 
 
 def pick_device(name="auto"):
