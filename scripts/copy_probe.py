@@ -12,14 +12,13 @@ from collections import Counter
 
 import torch
 
-from mtplite.data import training_prompts
 from mtplite.errors import run_main
 from mtplite.model.head import load_head
 from mtplite.model.load import load_backbone
 from mtplite.paths import write_text_atomic
 from mtplite.runtime.lookup import lookup
-from mtplite.train.distill import key_mask, load_rows
-from mtplite.train.train import features, split_of, split_rows
+from mtplite.train.distill import key_mask
+from mtplite.train.train import features, held_out_rows, split_of
 
 
 @torch.no_grad()
@@ -85,10 +84,7 @@ def main():
     a = ap.parse_args()
     bb = load_backbone(a.backbone)
     head, meta = load_head(a.head, bb.fingerprint)
-    # the corpus's own template names, so the held-out split is the one training used
-    corpus = {p["id"]: p for p in training_prompts()}
-    rows = [{**r, "template": corpus[r["id"]]["template"]} for r in load_rows(a.data).values() if r["id"] in corpus]
-    _, held = split_rows(rows, **split_of(meta))  # the held-out templates of this head's own training
+    held = held_out_rows(a.data, **split_of(meta))  # the held-out templates of this head's own training
     res = {"backbone": a.backbone, "head": a.head, "held_out_rows": min(a.rows, len(held)),
            **probe(bb, head, held[: a.rows])}
     print(json.dumps(res, indent=1))

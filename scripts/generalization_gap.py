@@ -15,20 +15,21 @@ from pathlib import Path
 
 import torch
 
-from mtplite.data import training_prompts
 from mtplite.errors import UserError, run_main
 from mtplite.model import generate as G
 from mtplite.model.head import load_head
 from mtplite.model.load import load_backbone
 from mtplite.paths import write_text_atomic
 from mtplite.runtime.bench import default_prompts, load_prompts
-from mtplite.train.distill import distill, format_prompt, load_rows
-from mtplite.train.train import evaluate, split_of, split_rows
+from mtplite.train.distill import distill, format_prompt
+from mtplite.train.train import accepted_runs, held_out_rows, split_of
 
 
-def per_task(rows, score):
-    tasks = sorted({r["task"] for r in rows})
-    return {t: round(score([r for r in rows if t == "all" or r["task"] == t]), 3) for t in tasks + ["all"]}
+def per_task(head, bb, rows, K):
+    """Teacher-forced τ per task and over all rows (one backbone pass per row: "all" pools the tasks' runs)."""
+    runs = {t: accepted_runs(head, bb, [r for r in rows if r["task"] == t], K) for t in sorted({r["task"] for r in rows})}
+    runs["all"] = torch.cat(list(runs.values()))
+    return {t: round(float(1 + a.mean()) if len(a) else 0.0, 3) for t, a in runs.items()}
 
 
 @torch.no_grad()
@@ -63,9 +64,7 @@ def main():
     bb = load_backbone(a.backbone)
     head, meta = load_head(a.head, bb.fingerprint)
     K = head.c.K
-    corpus = {p["id"]: p for p in training_prompts()}  # template names, so the split is the one training used
-    rows = [{**r, "template": corpus[r["id"]]["template"]} for r in load_rows(a.data).values() if r["id"] in corpus]
-    held = split_rows(rows, **split_of(meta))[1]  # this head's own held-out templates
+    held = held_out_rows(a.data, **split_of(meta))  # this head's own held-out templates
     held = held[:: max(1, len(held) // a.rows)][: a.rows]  # spread over the cache, not its first templates only
     if not held:
         raise UserError(f"--data {a.data}: no held-out rows of this corpus in it; pass the cache the head trained on")
@@ -73,8 +72,7 @@ def main():
     bench_rows = distill(bb, bench, None, max_new=a.max_new, batch=16, progress=False)  # never cached: eval only
     res = {"backbone": a.backbone, "head": a.head, "K": K, "train_generated_tokens": meta.get("train_generated_tokens"),
            "held_out_rows": len(held), "benchmark_prompts": len(bench_rows), "max_new_tokens": a.max_new,
-           "teacher_forced": {"held_out": per_task(held, lambda rs: evaluate(head, bb, rs, K)),
-                              "benchmark": per_task(bench_rows, lambda rs: evaluate(head, bb, rs, K))}}
+           "teacher_forced": {"held_out": per_task(head, bb, held, K), "benchmark": per_task(head, bb, bench_rows, K)}}
     if a.free_running:
         res["free_running_torch_float32"] = free_running(bb, head, bench, K, a.max_new)
     res["seconds"] = round(time.time() - t0, 1)

@@ -9,12 +9,10 @@ import json
 import sys
 from collections import Counter
 
-from mtplite.data import training_prompts
 from mtplite.errors import run_main
 from mtplite.paths import write_text_atomic
 from mtplite.runtime.lookup import lookup
-from mtplite.train.distill import load_rows
-from mtplite.train.train import split_rows
+from mtplite.train.train import held_out_rows
 
 
 def cycled(history, k, max_ngram):
@@ -61,9 +59,7 @@ def main():
     ap.add_argument("--rows", type=int, default=600)
     ap.add_argument("--json")
     a = ap.parse_args()
-    corpus = {p["id"]: p for p in training_prompts()}
-    rows = [{**r, "template": corpus[r["id"]]["template"]} for r in load_rows(a.data).values() if r["id"] in corpus]
-    held = split_rows(rows)[1][: a.rows]
+    held = held_out_rows(a.data)[: a.rows]
     variants = {"current": lambda h, k: lookup(h, k), "4-gram": lambda h, k: lookup(h, k, max_ngram=4),
                 "cycled": lambda h, k: cycled(h, k, 3), "5-gram + cycled": lambda h, k: cycled(h, k, 5),
                 "2+-token matches only": lambda h, k: lookup(h, k, min_ngram=2)}

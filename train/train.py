@@ -194,6 +194,17 @@ def split_of(head_meta):
     return {"by_task": head_meta.get("split") == SPLIT}
 
 
+def held_out_rows(cache_path, by_task=True):
+    """The held-out rows of a distillation cache, their templates named from the corpus so the split is the one
+    training made (pass **split_of(head_meta) for a saved head's)."""
+    from mtplite.data import training_prompts
+    from mtplite.train.distill import load_rows
+
+    corpus = {p["id"]: p for p in training_prompts()}
+    rows = [{**r, "template": corpus[r["id"]]["template"]} for r in load_rows(cache_path).values() if r["id"] in corpus]
+    return split_rows(rows, by_task=by_task)[1]
+
+
 def pick_device(name="auto"):
     """The device to train on: CUDA when present (cuda:LOCAL_RANK under torchrun), else CPU.
 
