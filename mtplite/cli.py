@@ -74,8 +74,19 @@ def _train(a, bb, t0, dtype):
     init = None
     if a.init_head:
         init, _ = load_head(a.init_head, bb.fingerprint)
+    share = budget * a.data_share if budget else None
     rows = distill(bb, prompts, data, max_new=a.max_new, batch=a.distill_batch or distill_batch(bb), dtype=dtype,
-                   budget_s=budget * a.data_share if budget else None)
+                   budget_s=share)
+    if a.echo:
+        # second pass: prompts whose content is the backbone's own continuations from the first (echo_prompts)
+        from mtplite.data import echo_prompts, echo_texts
+
+        texts = echo_texts(bb.tokenizer.decode(r["tokens"][r["prompt_len"]:], skip_special_tokens=True)
+                           for r in sorted(rows, key=lambda r: r["id"]) if r["task"] != "code")
+        left_s = share - (time.time() - t0) if share is not None else None
+        rows += distill(bb, echo_prompts(texts, a.echo, seed=a.seed), data, max_new=a.max_new,
+                        batch=a.distill_batch or distill_batch(bb), dtype=dtype,
+                        budget_s=max(0.0, left_s) if left_s is not None else None)
     train_rows, val_rows = split_rows(rows, holdout=0.1, seed=a.seed)
     left = budget - (time.time() - t0) if budget else None
     if left is not None and left < 5:
@@ -211,6 +222,8 @@ def main(argv=None):
     t.add_argument("--budget-minutes", type=float, default=None)
     t.add_argument("--data-share", type=float, default=0.5, help="share of the budget for new self-distilled data")
     t.add_argument("--prompts", type=int, default=None, help="limit the prompt corpus")
+    t.add_argument("--echo", type=int, default=0,
+                   help="also distill this many prompts framing the backbone's own continuations (varied styles)")
     t.add_argument("--max-new", type=int, default=64, help="greedy tokens per prompt")
     t.add_argument("--epochs", type=int, default=4)
     t.add_argument("--batch", type=int, default=8, help="training sequences per step")

@@ -170,6 +170,26 @@ def _one_line_error(rc, err):
     return lines[0]
 
 
+def test_train_echo_distills_framed_continuations_into_the_same_cache(tmp_path):
+    """--echo: a second distillation pass over prompts built from the first pass's continuations, cached with the rest
+    (a rerun distills nothing new) and split by their own templates."""
+    import json
+
+    env = {"MTPLITE_CACHE": str(tmp_path / "cache")}
+    args = ("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "h"), "--prompts", "24", "--echo", "12",
+            "--max-new", "12", "--epochs", "1", "--batch", "8", "--draft-vocab", "64")
+    rc, out, err = _cli(*args, env=env)
+    assert rc == 0, err[-2000:]
+    cache = next((tmp_path / "cache" / "distill").glob("*.jsonl"))
+    ids = [json.loads(line)["id"] for line in cache.read_text().splitlines()]
+    echo = [i for i in ids if i.split("-")[2].startswith("e")]
+    assert len(ids) == 36 and len(echo) == 12 and len(set(ids)) == 36
+    doc = json.loads((tmp_path / "h" / "head.json").read_text())
+    assert doc["train_sequences"] + doc["val_sequences"] == 36
+    rc, out, err = _cli(*args, env=env)
+    assert rc == 0 and len(cache.read_text().splitlines()) == 36, err[-2000:]
+
+
 def test_cli_bad_inputs(tmp_path):
     bb, head, *_ = trained("tiny:gemma3")
     from mtplite.model.head import save_head
@@ -378,6 +398,17 @@ def test_training_prompts_share_no_framing_with_the_benchmark_prompts():
     from mtplite.train.train import template_of
 
     assert all(template_of(r["id"]) == r["template"] for r in rows)
+    # echo prompts frame any content; the benchmark prompts' own sentences are the hardest content to frame apart
+    from mtplite.data import echo_prompts, echo_texts
+
+    content = echo_texts([p.split(": ", 1)[-1].strip('"') for p in bench] + [r["prompt"] for r in rows[:400]])
+    echo = echo_prompts(content, 3000, seed=1)
+    assert len(echo) == 3000 and len({r["id"] for r in echo}) == 3000 and len({r["template"] for r in echo}) > 40
+    clash = [r["prompt"] for r in echo if opening(r["prompt"]) in openings or last_line(r["prompt"]) in endings]
+    assert not clash, clash[:3]
+    assert all(template_of(r["id"]) == r["template"] for r in echo)
+    assert echo_prompts(content, 50, seed=1) == echo[:50]  # deterministic: a cached id names one prompt
+    assert echo_texts(["def f(x):\n    return x == 1", "ok", "Fine. " + "word " * 80]) == []
 
 
 def test_bf16_feature_cache_is_lossless():

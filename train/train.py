@@ -77,6 +77,8 @@ def template_of(row_id):
     from mtplite.data import DRILLS_PER_FORMAT, TOPICS, TOPICS_MORE, is_drill
 
     parts = row_id.split("-")
+    if len(parts) == 3 and parts[0] == "train" and parts[2][:1] == "e" and "x" in parts[2]:  # echo_prompts
+        return f"{parts[1]}-e{int(parts[2][1:3])}"
     if len(parts) == 3 and parts[0] == "train":
         tag = parts[2].rstrip("0123456789")
         i = int(parts[2][len(tag):])

@@ -302,3 +302,134 @@ def training_prompts(seed: int = 0, limit: int | None = None, drills: bool = Tru
         rows += drill_prompts()
     random.Random(seed).shuffle(rows)
     return rows[:limit] if limit else rows
+
+
+# Echo prompts (issue #9, session 15): the benchmark's gap is its prompts' style, not the corpus's volume (session 14:
+# teacher-forced τ 3.22 on held-out corpus templates, 2.64 on the benchmark prompts). Here the content is the
+# backbone's own earlier continuations (whatever it writes about ~140 topics in ~90 framings) and drill facts, and the
+# framing is drawn per prompt from a grammar of labels, layouts, instructions and cues, so no two prompts share a
+# template's full text. The template key is the cue (or the rewrite instruction), so the held-out split holds out
+# cues the head never saw. Nothing here may reuse a benchmark prompt's label or last line (the test checks both).
+ECHO_TASKS = [("summarize", 7), ("rewrite", 6), ("reply", 5), ("list", 1), ("freeform", 1)]  # task, weight
+ECHO_LABELS = ["Alert", "Text message", "Push alert", "Update", "Reminder", "Voicemail", "Post", "Memo", "Excerpt",
+               "Passage", "News item", "Calendar alert", "App alert", "Bulletin", "Announcement", "Note from {name}",
+               "DM from {name}", "{name} wrote", "Forwarded", "Status", "Lock screen", "Inbox preview", "Banner",
+               "Thread ({name})", "Paragraph", "From the newsletter", "Group chat ({name})", "Ticket update"]
+ECHO_SUMMARY_CUES = ["TL;DR:", "Gist:", "In one line:", "Main point:", "Key takeaway:", "Brief:", "Recap:",
+                     "What it says:", "Synopsis:", "Summed up:", "Essentials:", "Quick take:", "Digest:",
+                     "Short form:"]
+ECHO_SUMMARY_ASKS = ["Summarize this for a phone screen.", "Condense the text below.", "Give the gist of the following.",
+                     "What is this about? Answer briefly.", "Boil this down to one sentence.",
+                     "Write a notification preview for this."]
+# (instruction, cue, damage): damage the text so the instruction has something to fix, as a user's draft would
+ECHO_REWRITES = [
+    ("Correct the typos", "Clean copy:", "typos"), ("Add the missing punctuation", "Punctuated:", "nopunct"),
+    ("Restore the capital letters", "Capitalized:", "lower"), ("Make it sound more professional", "Professional tone:", ""),
+    ("Make it warmer", "Warmer:", ""), ("Rewrite it for a five-year-old", "For a child:", ""),
+    ("Turn it into a question", "As a question:", ""), ("Make it more concise", "Tighter:", ""),
+    ("Rewrite it in the first person", "First person:", ""), ("Put it in the future tense", "Future tense:", ""),
+    ("Make it more enthusiastic", "Excited version:", ""), ("Say the same thing another way", "Reworded:", ""),
+    ("Remove the slang", "Without slang:", "slang"), ("Make it less blunt", "Softer:", ""),
+]
+ECHO_REPLY_LABELS = ["Text from {name}", "{name} (9:41 PM)", "Incoming SMS", "New message from {name}", "{name} says",
+                     "Chat bubble", "iMessage from {name}", "Comment from {name}", "{name} replied", "Unread ({name})"]
+ECHO_REPLY_CUES = ["Quick reply:", "Answer:", "Suggested reply:", "Reply text:", "My response:", "Smart reply:",
+                   "You:", "Write back:", "Short answer:", "Respond:", "Reply in one line:"]
+ECHO_LIST_CUES = ["Main facts above:\n-", "Action items:\n1)", "Follow-ups:\n*", "What to remember:\n-",
+                  "Details, one per line:\n-"]
+ECHO_OPENERS = ["From a blog: ", "Transcript: ", "Overheard: ", "Notes: ", "Continued: "]
+SLANG = [(" you ", " u "), (" are ", " r "), (" because ", " cuz "), (" going to ", " gonna "), ("ing ", "in' "),
+         (" okay", " ok lol"), (" very ", " super "), (" to ", " 2 ")]
+
+
+def echo_texts(texts):
+    """Content for echo prompts: the first one or two sentences of each text (the backbone's continuations), cleaned
+    and deduplicated; fragments, code and markup are skipped."""
+    import re
+
+    out, seen = [], set()
+    for t in texts:
+        t = " ".join(t.replace("*", " ").replace("#", " ").split())
+        sents = re.split(r"(?<=[.!?])\s+", t)
+        for n in (2, 1):
+            s = " ".join(sents[:n]).strip()
+            if 25 <= len(s) <= 240 and s[-1:] in ".!?" and sum(c.isalpha() or c == " " for c in s) > 0.85 * len(s):
+                break
+        else:
+            continue
+        if s.lower() not in seen and not any(k in s for k in ("{", "}", "()", "==", "http", "def ", "<")):
+            seen.add(s.lower())
+            out.append(s)
+    return out
+
+
+def _damage(rng, s, how):
+    if how == "lower":
+        return s.lower()
+    if how == "nopunct":
+        return "".join(c for c in s if c not in ".,!?;:'\"").lower()
+    if how == "slang":
+        for a, b in rng.sample(SLANG, 4):
+            s = s.replace(a, b)
+        return s
+    if how == "typos":  # swap two letters in a few longer words
+        words = s.split()
+        for i in rng.sample(range(len(words)), min(3, len(words))):
+            w = words[i]
+            if len(w) > 4 and w.isalpha():
+                j = rng.randrange(1, len(w) - 2)
+                words[i] = w[:j] + w[j + 1] + w[j] + w[j + 2:]
+        return " ".join(words)
+    return s
+
+
+def echo_prompts(texts, n, seed=0):
+    """n prompts framing `texts` (echo_texts of the backbone's continuations) and fresh drill facts, ids
+    `train-<task>-e<key>x<hash of the prompt>` so a cached row always names the prompt it was distilled from."""
+    import hashlib
+
+    rng = random.Random(seed + 4242)
+    tasks = [t for t, w in ECHO_TASKS for _ in range(w)]
+    rows, seen = [], set()
+    texts = list(texts) or [drill_facts(rng)]  # a backbone that wrote no clean sentence still gets the drill facts
+    for _ in range(20 * n):
+        if len(rows) == n:
+            break
+        task, name = rng.choice(tasks), rng.choice(NAMES + DRILL_PEOPLE)
+        text = rng.choice(texts) if rng.random() < 0.75 else drill_facts(rng)
+        q = rng.choice(['"{}"', "{}", "“{}”", "'{}'"])
+        if task == "summarize":
+            key = rng.randrange(len(ECHO_SUMMARY_CUES))
+            cue = ECHO_SUMMARY_CUES[key]
+            other = rng.choice(texts)
+            if rng.random() < 0.3 and other != text:  # a thread of two messages
+                q2 = rng.choice(['"{}"', "“{}”"])
+                text, q = f"{q2.format(text)} {q2.format(other)}", "{}"
+            label = rng.choice(ECHO_LABELS).format(name=name)
+            prompt = rng.choice([f"{label}: {q.format(text)}\n{cue}", f"{label}\n{text}\n\n{cue}",
+                                 f"{rng.choice(ECHO_SUMMARY_ASKS)}\n\n{text}\n\n{cue}"])
+        elif task == "rewrite":
+            key = rng.randrange(len(ECHO_REWRITES))
+            ask, cue, how = ECHO_REWRITES[key]
+            text = _damage(rng, text, how)
+            prompt = rng.choice([f"{ask}: {q.format(text)}\n{cue}", f"{ask}.\nText: {text}\n{cue}",
+                                 f"Draft: {text}\nTask: {ask.lower()}.\n{cue}"])
+        elif task == "reply":
+            key = rng.randrange(len(ECHO_REPLY_CUES))
+            label = rng.choice(ECHO_REPLY_LABELS).format(name=name)
+            prompt = rng.choice([f"{label}: {q.format(text)}\n{ECHO_REPLY_CUES[key]}",
+                                 f"{label}:\n{text}\n\n{ECHO_REPLY_CUES[key]}"])
+        elif task == "list":
+            key = rng.randrange(len(ECHO_LIST_CUES))
+            prompt = f"{rng.choice(ECHO_LABELS).format(name=name)}: {text}\n\n{ECHO_LIST_CUES[key]}"
+        else:
+            key = rng.randrange(len(ECHO_OPENERS))
+            words = text.split()
+            prompt = ECHO_OPENERS[key] + " ".join(words[: max(4, len(words) * 2 // 3)])
+        if prompt in seen:
+            continue
+        seen.add(prompt)
+        h = hashlib.sha1(prompt.encode()).hexdigest()[:10]
+        rows.append({"id": f"train-{task}-e{key:02d}x{h}", "task": task, "template": f"{task}-e{key}",
+                     "prompt": prompt})
+    return rows
