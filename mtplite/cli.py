@@ -53,7 +53,7 @@ def _train(a, bb, t0, dtype):
     from mtplite.model.head import load_head, save_head
     from mtplite.paths import cache_dir
     from mtplite.train.distill import distill
-    from mtplite.train.train import SPLIT, distill_batch, split_rows, train_head
+    from mtplite.train.train import SPLIT, distill_batch, split_rows, template_of, train_head
 
     budget = a.budget_minutes * 60 if a.budget_minutes else None
     prompts = training_prompts(seed=a.seed, limit=a.prompts)
@@ -106,6 +106,7 @@ def _train(a, bb, t0, dtype):
         head.cpu()
         n_tok = sum(len(r["tokens"]) - r["prompt_len"] for r in train_rows)
         meta = {"backbone": a.backbone, "backbone_fingerprint": bb.fingerprint, "seed": a.seed, "split": SPLIT,
+                "val_templates": sorted({r.get("template") or template_of(r["id"]) for r in val_rows}),
                 "target_quant": tq, "init_head": a.init_head,
                 "train_sequences": len(train_rows), "train_generated_tokens": n_tok, "val_sequences": len(val_rows),
                 **info}

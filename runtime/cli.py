@@ -127,7 +127,7 @@ def calibrate(out, prompts=None, threads=2, max_new=48, progress=print, n=12):
     tok = load_tokenizer(out)
     K = b.K
     if prompts is None:
-        prompts = calibration_prompts(n, b.man.get("head_split"))
+        prompts = calibration_prompts(n, b.man.get("head_split"), b.man.get("head_val_templates"))
 
     def timeit(fn, n=15):
         fn()
@@ -178,13 +178,17 @@ def calibrate(out, prompts=None, threads=2, max_new=48, progress=print, n=12):
     return man["settings"]
 
 
-def calibration_prompts(n=12, head_split=None):
-    """Prompts of the templates the bundle's head held out in training (head_split: its manifest's "head_split"):
+def calibration_prompts(n=12, head_split=None, val_templates=None):
+    """Prompts of the templates the bundle's head held out in training (its manifest's "head_split" and, for heads
+    that record them, "head_val_templates"; echo templates have no corpus prompt, the corpus's held-out ones do):
     never the benchmark prompts (choosing K or the gate on them would tune on the evaluation set)."""
     from mtplite.data import training_prompts
     from mtplite.train.train import split_of, split_rows
 
-    return split_rows(training_prompts(), **split_of({"split": head_split}))[1][:n]
+    rows = training_prompts()
+    held = split_rows(rows, **split_of({"split": head_split, "val_templates": val_templates}))[1]
+    # a head whose held-out templates were all echo ones (no corpus prompt): the corpus's own held-out rule
+    return (held or split_rows(rows, **split_of({"split": head_split}))[1])[:n]
 
 
 def cmd_calibrate(a):

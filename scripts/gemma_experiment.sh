@@ -3,11 +3,13 @@
 # results/gemma3-270m/experiments/NAME (rendered by `python -m mtplite.results ... --auto`). The head and its bundle
 # stay in the cache dir (Gemma Terms); only numbers land in the repo. A rerun redoes the bench only (delete
 # $R/copy_probe.json or the cached bundle to redo those).
-#   scripts/gemma_experiment.sh NAME HEAD_DIR [PAGE_BUNDLE] [NAME2=BUNDLE2 ...]   (more bundles in the same bench)
+#   scripts/gemma_experiment.sh NAME HEAD_DIR [PAGE_BUNDLE|-] [NAME2=BUNDLE2 ...]   (more bundles in the same bench;
+#   "-": no page bundle, on a machine that has none cached; τ still compares across runs, speeds do not)
 set -euo pipefail
 NAME=${1:?experiment name}; HEAD=${2:?trained head dir}
 PAGE=${3:-$HOME/.cache/mtplite/quickstart/gemma3-270m-run2/bundle-int8}
-ALSO=(--also page="$PAGE")
+ALSO=()
+[ "$PAGE" = "-" ] || ALSO=(--also page="$PAGE")
 for x in "${@:4}"; do ALSO+=(--also "$x"); done
 E_DIR=$HOME/.cache/mtplite/experiments/$NAME
 R=results/gemma3-270m/experiments/$NAME
@@ -17,6 +19,9 @@ mkdir -p "$E_DIR" "$R"
 mtplite calibrate "$E_DIR/bundle-int8"
 mtplite bench "$E_DIR/bundle-int8" --modes plain,mtp,mtp+gate,lookup,hybrid,hybrid+gate "${ALSO[@]}" \
   --no-engine --json "$R/bench.json"
+[ -f "$R/generalization_gap.json" ] || python scripts/generalization_gap.py --backbone gemma3-270m --head "$HEAD" \
+  --data "$HOME/.cache/mtplite/distill/$(python -c 'import json,sys;print(json.load(open(sys.argv[1]))["backbone_fingerprint"])' "$HEAD/head.json")-n96.jsonl" \
+  --free-running --json "$R/generalization_gap.json"
 FP=$(python -c 'import json,sys;print(json.load(open(sys.argv[1]))["backbone_fingerprint"])' "$HEAD/head.json")
 [ -f "$R/copy_probe.json" ] || python scripts/copy_probe.py --backbone gemma3-270m --head "$HEAD" \
   --data "$HOME/.cache/mtplite/distill/$FP-n96.jsonl" --json "$R/copy_probe.json"

@@ -186,6 +186,9 @@ def test_train_echo_distills_framed_continuations_into_the_same_cache(tmp_path):
     assert len(ids) == 36 and len(echo) == 12 and len(set(ids)) == 36
     doc = json.loads((tmp_path / "h" / "head.json").read_text())
     assert doc["train_sequences"] + doc["val_sequences"] == 36
+    from mtplite.train.train import held_out_rows, split_of
+
+    assert len(held_out_rows(cache, **split_of(doc))) == doc["val_sequences"] > 0  # the split training made
     rc, out, err = _cli(*args, env=env)
     assert rc == 0 and len(cache.read_text().splitlines()) == 36, err[-2000:]
 
@@ -365,7 +368,13 @@ def test_held_out_split_covers_every_task():
     assert 0.05 < len(va) / len(rows) < 0.2
     # heads saved before the change keep the split they were validated on
     assert split_rows(rows, **split_of({}))[1] == split_rows(rows, by_task=False)[1]
-    assert split_of({"split": "by-task"}) == {"by_task": True}
+    assert split_of({"split": "by-task"}) == {"by_task": True, "held": None}
+    # a head that records its held-out templates keeps them whatever else a later cache holds
+    from mtplite.data import echo_prompts
+
+    more = rows + echo_prompts(["A sentence of content that is long enough to frame."], 300)
+    held = sorted({r["template"] for r in va})[:3]
+    assert {r["template"] for r in split_rows(more, **split_of({"val_templates": held}))[1]} == set(held)
 
 
 def test_training_prompts_share_no_framing_with_the_benchmark_prompts():

@@ -74,10 +74,10 @@ def features(backbone, rows, layers, dtype=torch.float32, full_labels=False, v_o
 
 def template_of(row_id):
     """Template of a shipped-corpus row from its id (rows cached before `template` was recorded)."""
-    from mtplite.data import DRILLS_PER_FORMAT, TOPICS, TOPICS_MORE, is_drill
+    from mtplite.data import DRILLS_PER_FORMAT, TOPICS, TOPICS_MORE, is_drill, is_echo
 
     parts = row_id.split("-")
-    if len(parts) == 3 and parts[0] == "train" and parts[2][:1] == "e" and "x" in parts[2]:  # echo_prompts
+    if is_echo(row_id):
         return f"{parts[1]}-e{int(parts[2][1:3])}"
     if len(parts) == 3 and parts[0] == "train":
         tag = parts[2].rstrip("0123456789")
@@ -161,13 +161,15 @@ def rollout_loss(head, f, K):
 SPLIT = "by-task"  # head.json "split": how the head's held-out templates were chosen (absent: the older hash split)
 
 
-def split_rows(rows, holdout=0.1, seed=0, by_task=True):
+def split_rows(rows, holdout=0.1, seed=0, by_task=True, held=None):
     """Hold out whole templates (task + format), not just prompts: a head that memorises templates looks great on
     held-out prompts of seen templates and poor on new ones, so early stopping must watch unseen templates.
 
     by_task: the share of templates is held out within each task (at least one where a task has two or more). The
     older rule, a share of all templates by hash (by_task=False, heads without "split" in head.json), held out no
-    reply or rewrite template at all on the shipped corpus, so early stopping never saw those tasks."""
+    reply or rewrite template at all on the shipped corpus, so early stopping never saw those tasks.
+    held: the held-out templates themselves (a saved head's "val_templates"); the rule depends on which templates the
+    rows hold, so a later cache with more (or fewer) templates would otherwise hold out others."""
     import hashlib
     from collections import defaultdict
 
@@ -177,7 +179,9 @@ def split_rows(rows, holdout=0.1, seed=0, by_task=True):
     def h(k):
         return int(hashlib.md5(f"{seed}{k}".encode()).hexdigest(), 16)
 
-    if by_task:
+    if held is not None:
+        held = set(held)
+    elif by_task:
         keys = defaultdict(set)
         for r in rows:
             keys[r.get("task")].add(key(r))
@@ -192,19 +196,20 @@ def split_rows(rows, holdout=0.1, seed=0, by_task=True):
 
 
 def split_of(head_meta):
-    """split_rows keyword for the held-out rows a saved head was validated on (its head.json)."""
-    return {"by_task": head_meta.get("split") == SPLIT}
+    """split_rows keywords for the held-out rows a saved head was validated on (its head.json)."""
+    return {"by_task": head_meta.get("split") == SPLIT, "held": head_meta.get("val_templates")}
 
 
-def held_out_rows(cache_path, by_task=True):
-    """The held-out rows of a distillation cache, their templates named from the corpus so the split is the one
-    training made (pass **split_of(head_meta) for a saved head's)."""
-    from mtplite.data import training_prompts
+def held_out_rows(cache_path, by_task=True, held=None):
+    """The held-out rows of a distillation cache (corpus and echo rows), their templates named from the corpus so the
+    split is the one training made (pass **split_of(head_meta) for a saved head's)."""
+    from mtplite.data import is_echo, training_prompts
     from mtplite.train.distill import load_rows
 
     corpus = {p["id"]: p for p in training_prompts()}
-    rows = [{**r, "template": corpus[r["id"]]["template"]} for r in load_rows(cache_path).values() if r["id"] in corpus]
-    return split_rows(rows, by_task=by_task)[1]
+    rows = [{**r, "template": corpus[r["id"]]["template"] if r["id"] in corpus else template_of(r["id"])}
+            for r in load_rows(cache_path).values() if r["id"] in corpus or (held is not None and is_echo(r["id"]))]
+    return split_rows(rows, by_task=by_task, held=held)[1]
 
 
 def pick_device(name="auto"):

@@ -269,6 +269,12 @@ def is_drill(row_id):
     return len(parts) == 3 and parts[0] == "train" and parts[2][:1] == "d"
 
 
+def is_echo(row_id):
+    """True for the id of an echo prompt (`train-<task>-e<key>x<hash>`, echo_prompts)."""
+    parts = row_id.split("-")
+    return len(parts) == 3 and parts[0] == "train" and parts[2][:1] == "e" and "x" in parts[2]
+
+
 def drill_prompts():
     rows = []
     rng = random.Random(1234)
