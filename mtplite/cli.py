@@ -32,6 +32,8 @@ def cmd_train(a):
         raise UserError(f"--distill-batch {a.distill_batch}: use at least 1 (default: 64 for large vocabularies)")
     if a.draft_vocab < 16:
         raise UserError(f"--draft-vocab {a.draft_vocab}: use at least 16 (4096 is a good default)")
+    if a.echo < 0:
+        raise UserError(f"--echo {a.echo}: a number of prompts, 0 or more")
     check_copy_heads(a.copy_heads)
     torch.manual_seed(a.seed)
     torch.set_num_threads(a.threads or torch.get_num_threads())
@@ -52,7 +54,7 @@ def _train(a, bb, t0, dtype):
     from mtplite.errors import UserError
     from mtplite.model.head import load_head, save_head
     from mtplite.paths import cache_dir
-    from mtplite.train.distill import distill
+    from mtplite.train.distill import distill_with_echo
     from mtplite.train.train import SPLIT, distill_batch, split_rows, template_of, train_head
 
     budget = a.budget_minutes * 60 if a.budget_minutes else None
@@ -74,19 +76,9 @@ def _train(a, bb, t0, dtype):
     init = None
     if a.init_head:
         init, _ = load_head(a.init_head, bb.fingerprint)
-    share = budget * a.data_share if budget else None
-    rows = distill(bb, prompts, data, max_new=a.max_new, batch=a.distill_batch or distill_batch(bb), dtype=dtype,
-                   budget_s=share)
-    if a.echo:
-        # second pass: prompts whose content is the backbone's own continuations from the first (echo_prompts)
-        from mtplite.data import echo_prompts, echo_texts
-
-        texts = echo_texts(bb.tokenizer.decode(r["tokens"][r["prompt_len"]:], skip_special_tokens=True)
-                           for r in sorted(rows, key=lambda r: r["id"]) if r["task"] != "code")
-        left_s = share - (time.time() - t0) if share is not None else None
-        rows += distill(bb, echo_prompts(texts, a.echo, seed=a.seed), data, max_new=a.max_new,
-                        batch=a.distill_batch or distill_batch(bb), dtype=dtype,
-                        budget_s=max(0.0, left_s) if left_s is not None else None)
+    rows = distill_with_echo(bb, prompts, data, echo=a.echo, seed=a.seed, max_new=a.max_new,
+                             batch=a.distill_batch or distill_batch(bb), dtype=dtype,
+                             budget_s=budget * a.data_share if budget else None)
     train_rows, val_rows = split_rows(rows, holdout=0.1, seed=a.seed)
     left = budget - (time.time() - t0) if budget else None
     if left is not None and left < 5:

@@ -28,11 +28,13 @@ def cmd_quickstart(a):
     from mtplite.paths import cache_dir, write_text_atomic
     from mtplite.runtime.bench import bench, default_prompts, load_prompts, markdown, plot
     from mtplite.runtime.cli import calibrate
-    from mtplite.train.distill import distill
+    from mtplite.train.distill import distill_with_echo
     from mtplite.train.train import SPLIT, distill_batch, pick_device, pick_dtype, split_rows, train_head
 
     quick = a.quick
     check_copy_heads(a.copy_heads)
+    if a.echo < 0:
+        raise UserError(f"--echo {a.echo}: a number of prompts, 0 or more")
     budget = a.budget_minutes or (2.5 if quick else 45)  # --quick: export int8 alone takes ~5.6 min here
     root = Path(a.dir) if a.dir else cache_dir() / "quickstart" / (a.backbone.replace(":", "-").replace("/", "_")
                                                                       + ("-quick" if quick else ""))
@@ -73,8 +75,8 @@ def cmd_quickstart(a):
         prompts = training_prompts(limit=300 if quick else None)
         work.model.to(dev)
         with dev:  # as in `mtplite train`: every tensor distill/train create lands on dev
-            rows = distill(work, prompts, data, max_new=a.max_new, batch=distill_batch(bb), dtype=dtype,
-                           budget_s=budget * 60 * 0.55)
+            rows = distill_with_echo(work, prompts, data, echo=a.echo, max_new=a.max_new, batch=distill_batch(bb),
+                                     dtype=dtype, budget_s=budget * 60 * 0.55)
             t = lap("distill", t)
             tr, va = split_rows(rows)
             left = budget * 60 - (time.time() - t0)
@@ -87,8 +89,8 @@ def cmd_quickstart(a):
         t = lap("train", t)
         n_tok = sum(len(r["tokens"]) - r["prompt_len"] for r in tr)
         doc = {"backbone": a.backbone, "backbone_fingerprint": bb.fingerprint, "train_generated_tokens": n_tok,
-               "split": SPLIT,
-               "train_sequences": len(tr), **info}
+               "split": SPLIT, "val_templates": sorted({r["template"] for r in va}),
+               "train_sequences": len(tr), "val_sequences": len(va), **info}
         save_head(head, head_dir, doc)
         log(f"head trained on {n_tok} self-distilled tokens; held-out accept length {info['best_val_accept_length']:.2f}")
     if a.standalone and not (head_dir / "standalone.json").exists():
@@ -174,6 +176,8 @@ def register(sub):
     q.add_argument("--copy-follow", default="auto", help="read-position code frequencies (auto; 0 = off)")
     q.add_argument("--copy-vocab", default="0", help="ids the copy read can draft (0 = the draft vocabulary alone)")
     q.add_argument("--max-new", type=int, default=96, help="greedy tokens per training prompt")
+    q.add_argument("--echo", type=int, default=0,
+                   help="also distill this many prompts framing the backbone's own continuations (varied styles)")
     q.add_argument("--max-new-tokens", type=int, default=64, help="tokens per benchmark prompt")
     q.add_argument("--cache-length", type=int, default=512)
     q.add_argument("--prompts")

@@ -122,3 +122,23 @@ def distill(backbone, prompts, out_path, max_new=64, batch=8, dtype=torch.float3
     # rows cached before `template` was recorded get it from the prompt list (validation holds out whole templates)
     return [{**done[p["id"]], **({"template": p["template"]} if "template" in p else {})}
             for p in prompts if p["id"] in done]
+
+
+def distill_with_echo(backbone, prompts, out_path, echo=0, seed=0, budget_s=None, **kw):
+    """distill(prompts), then, with echo > 0, a second pass over `echo` prompts framing the first pass's continuations
+    (mtplite.data.echo_prompts: the backbone's own text in styles the corpus's templates lack), into the same cache.
+    One budget for both passes, shared by prompt count (the first pass's leftover goes to the second); 0 distills
+    nothing new."""
+    import time
+
+    from mtplite.data import echo_prompts, echo_texts
+
+    t0 = time.time()
+    first = budget_s * len(prompts) / (len(prompts) + echo) if budget_s is not None and prompts else budget_s
+    rows = distill(backbone, prompts, out_path, budget_s=first, **kw)
+    if echo:
+        texts = echo_texts(backbone.tokenizer.decode(r["tokens"][r["prompt_len"]:], skip_special_tokens=True)
+                           for r in sorted(rows, key=lambda r: r["id"]) if r["task"] != "code")
+        left = None if budget_s is None else max(0.0, budget_s - (time.time() - t0))
+        rows += distill(backbone, echo_prompts(texts, echo, seed=seed), out_path, budget_s=left, **kw)
+    return rows
