@@ -213,7 +213,7 @@ def match_length_rows(c):
 
 def gap_rows(g):
     """scripts/generalization_gap.py: the head's τ on held-out corpus templates vs the benchmark prompts, per task."""
-    rows = [("teacher-forced, held-out corpus templates", g["teacher_forced"]["held_out"]),
+    rows = [("teacher-forced, held-out training templates", g["teacher_forced"]["held_out"]),
             ("teacher-forced, benchmark prompts", g["teacher_forced"]["benchmark"])]
     if g.get("free_running_torch_float32"):
         rows.append(("free-running torch float32, benchmark prompts", g["free_running_torch_float32"]))
