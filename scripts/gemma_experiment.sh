@@ -19,10 +19,9 @@ mkdir -p "$E_DIR" "$R"
 mtplite calibrate "$E_DIR/bundle-int8"
 mtplite bench "$E_DIR/bundle-int8" --modes plain,mtp,mtp+gate,lookup,hybrid,hybrid+gate "${ALSO[@]}" \
   --no-engine --json "$R/bench.json"
-[ -f "$R/generalization_gap.json" ] || python scripts/generalization_gap.py --backbone gemma3-270m --head "$HEAD" \
-  --data "$HOME/.cache/mtplite/distill/$(python -c 'import json,sys;print(json.load(open(sys.argv[1]))["backbone_fingerprint"])' "$HEAD/head.json")-n96.jsonl" \
-  --free-running --json "$R/generalization_gap.json"
 FP=$(python -c 'import json,sys;print(json.load(open(sys.argv[1]))["backbone_fingerprint"])' "$HEAD/head.json")
+[ -f "$R/generalization_gap.json" ] || python scripts/generalization_gap.py --backbone gemma3-270m --head "$HEAD" \
+  --data "$HOME/.cache/mtplite/distill/$FP-n96.jsonl" --free-running --json "$R/generalization_gap.json"
 [ -f "$R/copy_probe.json" ] || python scripts/copy_probe.py --backbone gemma3-270m --head "$HEAD" \
   --data "$HOME/.cache/mtplite/distill/$FP-n96.jsonl" --json "$R/copy_probe.json"
 cp "$HEAD/head.json" "$R/head.json"

@@ -182,7 +182,9 @@ def test_train_echo_distills_framed_continuations_into_the_same_cache(tmp_path):
     assert rc == 0, err[-2000:]
     cache = next((tmp_path / "cache" / "distill").glob("*.jsonl"))
     ids = [json.loads(line)["id"] for line in cache.read_text().splitlines()]
-    echo = [i for i in ids if i.split("-")[2].startswith("e")]
+    from mtplite.data import is_echo
+
+    echo = [i for i in ids if is_echo(i)]
     assert len(ids) == 36 and len(echo) == 12 and len(set(ids)) == 36
     doc = json.loads((tmp_path / "h" / "head.json").read_text())
     assert doc["train_sequences"] + doc["val_sequences"] == 36
