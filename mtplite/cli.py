@@ -24,6 +24,7 @@ def cmd_train(a):
     from mtplite.errors import UserError
     from mtplite.model.head import check_copy_heads, check_copy_vocab, check_follow
     from mtplite.model.load import load_backbone
+    from mtplite.train.distill import check_echo
     from mtplite.train.train import pick_device, pick_dtype
 
     if a.k < 1:
@@ -32,8 +33,11 @@ def cmd_train(a):
         raise UserError(f"--distill-batch {a.distill_batch}: use at least 1 (default: 64 for large vocabularies)")
     if a.draft_vocab < 16:
         raise UserError(f"--draft-vocab {a.draft_vocab}: use at least 16 (4096 is a good default)")
-    if a.echo < 0:
-        raise UserError(f"--echo {a.echo}: a number of prompts, 0 or more")
+    check_echo(a.echo)
+    if not 0 <= a.kd <= 1:
+        raise UserError(f"--kd {a.kd}: a share of the loss, 0 (greedy tokens only) to 1 (soft targets only)")
+    if a.feat_loss < 0:
+        raise UserError(f"--feat-loss {a.feat_loss}: a weight, 0 (off) or more")
     check_copy_heads(a.copy_heads)
     torch.manual_seed(a.seed)
     torch.set_num_threads(a.threads or torch.get_num_threads())
@@ -93,13 +97,14 @@ def _train(a, bb, t0, dtype):
                                 read_layers=a.read_layers, copy_heads=a.copy_heads,
                                 copy_follow=a.copy_follow, copy_vocab=a.copy_vocab,
                                 epochs=a.epochs, batch=a.batch, lr=a.lr, budget_s=left, seed=a.seed, val_rows=val_rows,
-                                log=lambda s: print(s, file=sys.stderr), dtype=dtype, init_head=init)
+                                log=lambda s: print(s, file=sys.stderr), dtype=dtype, init_head=init,
+                                kd=a.kd, feat=a.feat_loss)
         bb.model.float()
         head.cpu()
         n_tok = sum(len(r["tokens"]) - r["prompt_len"] for r in train_rows)
         meta = {"backbone": a.backbone, "backbone_fingerprint": bb.fingerprint, "seed": a.seed, "split": SPLIT,
                 "val_templates": sorted({r.get("template") or template_of(r["id"]) for r in val_rows}),
-                "target_quant": tq, "init_head": a.init_head,
+                "target_quant": tq, "init_head": a.init_head, "kd": a.kd, "feat_loss": a.feat_loss,
                 "train_sequences": len(train_rows), "train_generated_tokens": n_tok, "val_sequences": len(val_rows),
                 **info}
         save_head(head, a.out, meta)
@@ -223,6 +228,12 @@ def main(argv=None):
     t.add_argument("--distill-batch", type=int, default=None,
                    help="greedy rows per self-distillation batch (default: 64 for vocabularies over 32k, else 16)")
     t.add_argument("--lr", type=float, default=1e-3)
+    t.add_argument("--kd", type=float, default=0.0,
+                   help="share of the loss on the backbone's own distribution over the draft vocabulary (soft "
+                        "targets), the rest on its greedy token; 0-1, default 0")
+    t.add_argument("--feat-loss", type=float, default=0.0,
+                   help="weight of a smooth-L1 loss pulling the carried activation to the backbone's own (EAGLE's "
+                        "feature regression); default 0")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--threads", type=int, default=0)
     t.add_argument("--target-quant", help="train against the backbone quantized with this recipe (int8, int4-b32, "

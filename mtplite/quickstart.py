@@ -28,13 +28,12 @@ def cmd_quickstart(a):
     from mtplite.paths import cache_dir, write_text_atomic
     from mtplite.runtime.bench import bench, default_prompts, load_prompts, markdown, plot
     from mtplite.runtime.cli import calibrate
-    from mtplite.train.distill import distill_with_echo
+    from mtplite.train.distill import check_echo, distill_with_echo
     from mtplite.train.train import SPLIT, distill_batch, pick_device, pick_dtype, split_rows, train_head
 
     quick = a.quick
     check_copy_heads(a.copy_heads)
-    if a.echo < 0:
-        raise UserError(f"--echo {a.echo}: a number of prompts, 0 or more")
+    check_echo(a.echo)
     budget = a.budget_minutes or (2.5 if quick else 45)  # --quick: export int8 alone takes ~5.6 min here
     root = Path(a.dir) if a.dir else cache_dir() / "quickstart" / (a.backbone.replace(":", "-").replace("/", "_")
                                                                       + ("-quick" if quick else ""))

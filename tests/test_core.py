@@ -228,7 +228,8 @@ def test_cli_bad_inputs(tmp_path):
     for bad, want in ((["--copy-follow", "lots"], "--copy-follow lots"), (["--copy-follow", "40"], "1-7"),
                       (["--copy-follow", "2", "--copy-heads", "0"], "--copy-heads 1"),
                       (["--copy-vocab", "many"], "--copy-vocab many"), (["--copy-vocab", "999999999"], "up to"),
-                      (["--copy-vocab", "8192", "--copy-heads", "0", "--copy-follow", "0"], "--copy-heads 1")):
+                      (["--copy-vocab", "8192", "--copy-heads", "0", "--copy-follow", "0"], "--copy-heads 1"),
+                      (["--kd", "1.5"], "--kd 1.5"), (["--feat-loss", "-1"], "--feat-loss -1")):
         msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), *bad)[::2])
         assert want in msg, msg
     if not torch.cuda.is_available():
@@ -697,3 +698,43 @@ def test_follow_head_refuses_a_backbone_whose_activation_reads_as_a_step_flag():
     f["act"][..., -1] = FLAG
     with pytest.raises(UserError, match="--copy-follow 0"):
         rollout_loss(head, f, 2)
+
+
+def test_soft_targets_and_feature_regression_aim_at_the_backbones_own_position():
+    """kd's soft targets are the backbone's distribution at the position whose greedy token is the step's label, and
+    feat pulls the carried activation to the backbone's activation there: a fake head that outputs exactly those
+    has the least loss (Gibbs: soft CE is smallest at the teacher's own logits), one position off does not."""
+    from mtplite.train.train import features, rollout_loss, teacher_rows
+
+    bb, head, rows, *_ = trained("tiny:llama")  # its draft space has copy-only ids beyond the draft vocabulary
+    f = features(bb, rows[:4], head.kv_layers)
+    w, cap = teacher_rows(head, bb)
+    full = bb.model.logits(f["act"])[..., head.draft_ids_t[: head.c.draft_vocab_size]]
+    assert torch.allclose(f["act"] @ w.t(), full, atol=1e-4)  # the draft vocabulary's columns of the LM head
+    L, K = f["tokens"].shape[1], 3
+
+    def fake(off=0, temp=1.0, noise=0.0):
+        k = []
+
+        def step(x2, pos, mask, kv):
+            idx = (torch.arange(1, L) + len(k) + off).clamp(0, L - 1)
+            k.append(1)
+            t = bb.model.logits(f["act"][:, idx])[..., head.draft_ids_t[: head.c.draft_vocab_size]] / temp
+            t = t + noise * torch.randn(t.shape, generator=torch.Generator().manual_seed(0))
+            pad = torch.full((*t.shape[:-1], head.space - t.shape[-1]), -1e4)
+            return torch.cat([t, pad], -1), f["act"][:, idx]
+        return step
+
+    def loss(step, **kw):
+        real, head.step = head.step, step
+        try:
+            total, count, _ = rollout_loss(head, f, K, teacher=(w, cap), **kw)
+        finally:
+            head.step = real
+        return float(total) / count
+
+    best = loss(fake(), kd=1.0)
+    for worse in (fake(off=-1), fake(off=1), fake(temp=0.5), fake(temp=2.0), fake(noise=1.0)):
+        assert loss(worse, kd=1.0) > best + 1e-4
+    assert loss(fake(), feat=1.0) == pytest.approx(loss(fake()), abs=1e-6)  # the carry is the backbone's own
+    assert loss(fake(off=-1), feat=1.0) > loss(fake(off=-1)) + 1e-3

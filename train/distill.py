@@ -124,6 +124,14 @@ def distill(backbone, prompts, out_path, max_new=64, batch=8, dtype=torch.float3
             for p in prompts if p["id"] in done]
 
 
+def check_echo(n, flag="--echo"):
+    """The echo prompt count train and quickstart take."""
+    from mtplite.errors import UserError
+
+    if n < 0:
+        raise UserError(f"{flag} {n}: a number of prompts, 0 or more")
+
+
 def distill_with_echo(backbone, prompts, out_path, echo=0, seed=0, budget_s=None, **kw):
     """distill(prompts), then, with echo > 0, a second pass over `echo` prompts framing the first pass's continuations
     (mtplite.data.echo_prompts: the backbone's own text in styles the corpus's templates lack), into the same cache.
