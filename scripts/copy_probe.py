@@ -44,6 +44,7 @@ def probe(bb, head, rows, batch=8):
                 head_ok = int(pred[b, j]) == lab
                 c["positions"] += 1
                 c["head_right"] += head_ok
+                c["outside_draft_space"] += int(head.vocab_map[lab]) >= head.space  # no draft can be right there
                 # the length of the n-gram lookup matched on: its 1-token matches are far less reliable
                 m = next((m for m in (3, 2, 1) if lookup(hist, 1, min_ngram=m) is not None), 0)
                 c[f"ngram{m}"] += 1
@@ -58,6 +59,7 @@ def probe(bb, head, rows, batch=8):
                     if lk[0] == lab:
                         c["copyable"] += 1
                         c["head_right_copyable"] += head_ok
+                        c["copyable_outside_draft_space"] += int(head.vocab_map[lab]) >= head.space
                     else:
                         c["head_right_match_wrong_copy"] += head_ok
     n = lambda a, b: c[a] / max(c[b], 1)
@@ -68,6 +70,8 @@ def probe(bb, head, rows, batch=8):
             "head_acc_on_copyable": n("head_right_copyable", "copyable"),
             "head_acc_when_copy_wrong": c["head_right_match_wrong_copy"] / max(c["match"] - c["copyable"], 1),
             "head_acc_when_no_match": n("head_right_no_match", "no_match"),
+            "share_outside_draft_space": n("outside_draft_space", "positions"),
+            "copyable_outside_draft_space": n("copyable_outside_draft_space", "copyable"),
             "by_match_length": {m: {"share": n(f"ngram{m}", "positions"),
                                     "head_acc": n(f"head_right_ngram{m}", f"ngram{m}"),
                                     "lookup_acc": n(f"lookup_right_ngram{m}", f"ngram{m}")} for m in (0, 1, 2, 3)},
@@ -80,6 +84,9 @@ def main():
     ap.add_argument("--head", required=True)
     ap.add_argument("--data", required=True, help="the distillation cache JSONL the head was trained from")
     ap.add_argument("--rows", type=int, default=96)
+    ap.add_argument("--benchmark", action="store_true",
+                    help="also probe the benchmark prompts' own greedy rows, per task (--max-new tokens each)")
+    ap.add_argument("--max-new", type=int, default=64)
     ap.add_argument("--json")
     a = ap.parse_args()
     bb = load_backbone(a.backbone)
@@ -87,6 +94,13 @@ def main():
     held = held_out_rows(a.data, **split_of(meta))  # the held-out templates of this head's own training
     res = {"backbone": a.backbone, "head": a.head, "held_out_rows": min(a.rows, len(held)),
            **probe(bb, head, held[: a.rows])}
+    if a.benchmark:
+        from mtplite.runtime.bench import default_prompts, load_prompts
+        from mtplite.train.distill import distill
+
+        rows = distill(bb, load_prompts(default_prompts()), None, max_new=a.max_new, batch=16, progress=False)
+        res["benchmark"] = {t: probe(bb, head, [r for r in rows if r["task"] == t])
+                            for t in sorted({r["task"] for r in rows})}
     print(json.dumps(res, indent=1))
     if a.json:
         write_text_atomic(a.json, json.dumps(res, indent=1))
