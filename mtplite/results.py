@@ -385,7 +385,8 @@ def backbone_section(run):
     """A second backbone's run (a quickstart dir with bench.json, head/head.json): head, per-task modes, targets."""
     run = Path(run)
     b, h, s = load_run(run, run / "head" / "head.json")
-    L = [f"## Second backbone: {b['manifest'].get('backbone_spec')}", "",
+    spec = b["manifest"].get("backbone_spec")
+    L = [f"## Second backbone: {spec}" + ("" if run.name == spec else f" (run {run.name})"), "",
          head_summary(h) + "; bundle "
          f"{(b['manifest'].get('quantization') or {}).get('backbone')}; calibrate: {s.get('reason', '-')}. Prompts go "
          "through the backbone's chat template (training, benchmark and the official engine alike).", ""]

@@ -253,7 +253,11 @@ def test_scripts_bad_inputs(tmp_path):
                          (["bench_distill.py", "--batches", "64,0"], "--batches"),
                          (["drill_ablation.py", "--data", "x", "--drills", "0"], "--drills 0"),
                          (["generalization_gap.py", "--backbone", "tiny:gemma3", "--head", str(tmp_path), "--data",
-                           str(tmp_path / "none.jsonl")], "no such distillation cache")):
+                           str(tmp_path / "none.jsonl")], "no such distillation cache"),
+                         (["vocab_coverage.py", "--backbone", "tiny:gemma3", "--data", str(tmp_path / "none.jsonl")],
+                          "no such distillation cache"),
+                         (["vocab_coverage.py", "--backbone", "tiny:gemma3", "--data", __file__, "--sizes", "0,a"],
+                          "--sizes 0,a")):
         r = subprocess.run([sys.executable, str(root / args[0]), *args[1:]], capture_output=True, text=True, timeout=300)
         assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
         assert r.stderr.strip().splitlines()[-1].startswith(f"{args[0]}: error:") and needle in r.stderr, r.stderr
