@@ -20,6 +20,11 @@ from torch import nn
 NEG_INF = -1e9  # additive mask value; finite so that a fully masked row never produces NaN
 
 
+def softcap(x, cap):
+    """Gemma's final logit softcap (cap 0: none); also applied to the draft vocabulary's teacher logits in training."""
+    return torch.tanh(x / cap) * cap if cap else x
+
+
 @dataclass
 class DecoderConfig:
     family: str
@@ -285,10 +290,7 @@ class Decoder(nn.Module):
         return e * torch.tensor(self.c.embed_scale, dtype=e.dtype) if self.c.embed_scale != 1.0 else e
 
     def logits(self, act):
-        x = self.lm_head(act).float()
-        if self.c.final_softcap:
-            x = torch.tanh(x / self.c.final_softcap) * self.c.final_softcap
-        return x
+        return softcap(self.lm_head(act).float(), self.c.final_softcap)
 
     def forward(self, emb, pos, mask, kv, return_logits=True):
         h = emb

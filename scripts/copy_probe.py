@@ -95,10 +95,9 @@ def main():
     res = {"backbone": a.backbone, "head": a.head, "held_out_rows": min(a.rows, len(held)),
            **probe(bb, head, held[: a.rows])}
     if a.benchmark:
-        from mtplite.runtime.bench import default_prompts, load_prompts
-        from mtplite.train.distill import distill
+        from mtplite.train.distill import benchmark_rows
 
-        rows = distill(bb, load_prompts(default_prompts()), None, max_new=a.max_new, batch=16, progress=False)
+        rows = benchmark_rows(bb, a.max_new)
         res["benchmark"] = {t: probe(bb, head, [r for r in rows if r["task"] == t])
                             for t in sorted({r["task"] for r in rows})}
     print(json.dumps(res, indent=1))

@@ -21,7 +21,7 @@ from mtplite.model.head import load_head
 from mtplite.model.load import load_backbone
 from mtplite.paths import write_text_atomic
 from mtplite.runtime.bench import default_prompts, load_prompts
-from mtplite.train.distill import distill, format_prompt
+from mtplite.train.distill import benchmark_rows, format_prompt
 from mtplite.train.train import accepted_runs, held_out_rows, split_of
 
 
@@ -68,8 +68,8 @@ def main():
     held = held[:: max(1, len(held) // a.rows)][: a.rows]  # spread over the cache, not its first templates only
     if not held:
         raise UserError(f"--data {a.data}: no held-out rows of this corpus in it; pass the cache the head trained on")
-    bench = load_prompts(default_prompts())
-    bench_rows = distill(bb, bench, None, max_new=a.max_new, batch=16, progress=False)  # never cached: eval only
+    bench = load_prompts(default_prompts())  # the free-running loop takes the prompts themselves
+    bench_rows = benchmark_rows(bb, a.max_new)
     res = {"backbone": a.backbone, "head": a.head, "K": K, "train_generated_tokens": meta.get("train_generated_tokens"),
            "held_out_rows": len(held), "benchmark_prompts": len(bench_rows), "max_new_tokens": a.max_new,
            "teacher_forced": {"held_out": per_task(head, bb, held, K), "benchmark": per_task(head, bb, bench_rows, K)}}

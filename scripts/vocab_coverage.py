@@ -16,9 +16,8 @@ from pathlib import Path
 from mtplite.errors import UserError, run_main
 from mtplite.model.load import load_backbone
 from mtplite.paths import write_text_atomic
-from mtplite.runtime.bench import default_prompts, load_prompts
 from mtplite.runtime.lookup import lookup
-from mtplite.train.distill import distill, load_rows
+from mtplite.train.distill import benchmark_rows, load_rows
 from mtplite.train.train import draft_vocab
 
 
@@ -61,7 +60,7 @@ def main():
         raise UserError(f"--data {a.data}: the cache holds no rows")
     rank = draft_vocab(rows, bb, max(sizes))
     seen = {t for r in rows for t in r["tokens"]}
-    bench = distill(bb, load_prompts(default_prompts()), None, max_new=a.max_new, batch=16, progress=False)
+    bench = benchmark_rows(bb, a.max_new)
     tasks = sorted({r["task"] for r in bench})
     gen = [t for r in bench for t in r["tokens"][r["prompt_len"]:]]
     res = {"backbone": a.backbone, "data": a.data, "cache_rows": len(rows), "distinct_tokens_in_cache": len(seen),

@@ -124,6 +124,16 @@ def distill(backbone, prompts, out_path, max_new=64, batch=8, dtype=torch.float3
             for p in prompts if p["id"] in done]
 
 
+def benchmark_rows(backbone, max_new=64):
+    """The shipped benchmark prompts' own greedy rows (never cached: evaluation only, never training data)."""
+    from mtplite.errors import UserError
+    from mtplite.runtime.bench import default_prompts, load_prompts
+
+    if max_new < 1:
+        raise UserError(f"--max-new {max_new}: greedy tokens per benchmark prompt, at least 1")
+    return distill(backbone, load_prompts(default_prompts()), None, max_new=max_new, batch=16, progress=False)
+
+
 def check_echo(n, flag="--echo"):
     """The echo prompt count train and quickstart take."""
     from mtplite.errors import UserError

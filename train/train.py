@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from mtplite.model.decoder import causal_mask
+from mtplite.model.decoder import causal_mask, softcap
 from mtplite.model.head import FLAG, MTPHead, default_copy_vocab, default_follow, head_config
 from mtplite.train.distill import key_mask, pad_batch
 
@@ -166,9 +166,7 @@ def rollout_loss(head, f, K, teacher=None, kd=0.0, feat=0.0):
             ce = F.cross_entropy(d[m], tgt[m], reduction="sum")
             if kd:
                 w, cap = teacher
-                t = act[:, idx][m] @ w.t()
-                if cap:
-                    t = torch.tanh(t / cap) * cap
+                t = softcap(act[:, idx][m] @ w.t(), cap)
                 soft = -(torch.softmax(t, -1) * torch.log_softmax(d[m], -1)[:, : w.shape[0]]).sum()
                 ce = (1 - kd) * ce + kd * soft
             if feat:
