@@ -110,19 +110,24 @@ def summary(res, K):
 
 # ---- torch reference step functions ----------------------------------------------------------------------------
 
-def torch_steps(backbone, head=None, cache_len=512, dtype=torch.float32, exact=False):
+def torch_steps(backbone, head=None, cache_len=512, dtype=torch.float32, exact=False, context=0):
     """Step functions over the torch Decoder (+ MTPHead), batch 1, one KV cache, in the model's `dtype`.
 
     exact: plain steps run as row 0 of a K+1-row verify pass (padded with copies of the token), so plain and
     speculative tokens come from the same kernels and shapes; bf16 needs it (batched rows round differently). The
-    padding rows write KV past `pos`, which stays masked until the next steps overwrite it."""
+    padding rows write KV past `pos`, which stays masked until the next steps overwrite it.
+
+    context: the head also drafts the `context` most recent ids of the cached text outside its draft space
+    (MTPHead.step's ctx: LM-head rows, and layer 0's V rows read from the cache at their latest position)."""
     dec = backbone.model
     kv = dec.empty_cache(cache_len, dtype=dtype)
     state = {"kv": kv}
     K = head.c.K if head is not None else 0
+    hist = [0] * cache_len  # the token at each cached position (the context draft space reads it)
 
     @torch.no_grad()
     def forward(ids, pos0, logits=True):
+        hist[pos0 : pos0 + len(ids)] = ids[: cache_len - pos0]
         pos = torch.arange(pos0, pos0 + len(ids), dtype=torch.int32)
         lg, act, state["kv"] = dec(dec.embed(torch.tensor([ids])), pos, causal_mask(pos, cache_len, dtype), state["kv"],
                                    return_logits=logits)
@@ -148,12 +153,26 @@ def torch_steps(backbone, head=None, cache_len=512, dtype=torch.float32, exact=F
         p = torch.tensor([pos], dtype=torch.int32)
         mask = causal_mask(p, cache_len, dtype)
         h, out = act, []
+        ctx, ids = context_space(pos) if context else (None, [])
         for _ in range(k):
             x2 = torch.cat([dec.embed(torch.tensor([[tok]]))[0, 0], h])[None, None]
-            logits, h = head(x2, p, mask, reads)
-            tok = int(logits[0, 0].argmax())
+            d, h = head.step(x2.to(dtype), p, mask, reads, ctx)
+            i = int(d[0, 0].argmax())
+            tok = int(head.draft_ids_t[i]) if i < head.space else ids[i - head.space]
             h = h[0, 0]
             out.append(tok)
         return out
+
+    def context_space(pos):
+        from mtplite.model.head import context_ids, unit_rms
+
+        found = context_ids(hist[:pos], head.vocab_map, head.space, context)
+        if not found:
+            return None, []
+        ids = [t for t, _ in found]
+        lm = dec.lm_head.weight[torch.tensor(ids)].to(dtype)[None]
+        v0 = state["kv"][0][1]  # [1,KVH,D,C]: layer 0's V row of a position is a function of its token alone
+        rows = unit_rms(v0[0, :, :, [j for _, j in found]].permute(2, 0, 1).reshape(len(ids), -1).float()).to(dtype)[None]
+        return (lm, rows if head.copy is not None else None, torch.zeros(1, 1, len(ids), dtype=dtype)), ids
 
     return prefill, decode, verify, draft

@@ -201,6 +201,25 @@ def unit_rms(x, eps=1e-6):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 
 
+def token_rows(dec, ids):
+    """[n,dt] each id's row as layer 0 writes it into its V cache (a function of the token alone), unit RMS."""
+    l0 = dec.layers[0]
+    return unit_rms(l0.v_proj(l0.input_layernorm(dec.embed(torch.as_tensor(ids)[None])))[0].float())
+
+
+def context_ids(history, space_map, space, M):
+    """The context draft space: the M most recently seen distinct ids of `history` outside the draft space (space_map
+    [V]: id -> draft-space index, `space` for none), newest first, each with its latest position."""
+    out = {}
+    for j in range(len(history) - 1, -1, -1):
+        t = int(history[j])
+        if t not in out and int(space_map[t]) >= space:
+            out[t] = j
+            if len(out) == M:
+                break
+    return list(out.items())
+
+
 def follow_freqs(F, span=4096, tries=64):
     """F frequencies in (0.05, pi) whose mean-cosine kernel stays lowest off its peak over `span` positions (random
     draws, the best of `tries`; deterministic). Evenly spaced or golden-ratio ones alias: their kernel nears 1 again
@@ -317,10 +336,10 @@ class CopyRead(nn.Module):
         # back - 1 = positions from j's successor to the newest cached token; masked positions are clamped, not used
         return s - self.recency.float().exp()[None, :, None, None] * (back - 1).clamp(min=0)[None, None]
 
-    def forward(self, x, mask, v0, pos, emb, k=None, code=None):
+    def forward(self, x, mask, v0, pos, emb, k=None, code=None, ctx_rows=None):
         """x [B,T,H]; mask [B|1,1,T,C] (keys < pos visible); v0 [B,KVH,D,C]; pos [T]; emb [B,T,H] the current
-        token's embedding; k, code: see scores -> (residual add [B,T,H], logits [B,T,N], this step's read-position
-        code [B,T,2F] or None)."""
+        token's embedding; k, code: see scores; ctx_rows [B|1,M,dt]: the context ids' rows (see MTPHead.step) ->
+        (residual add [B,T,H], logits [B,T,N+Nc(+M)], this step's read-position code [B,T,2F] or None)."""
         B, T, _ = x.shape
         C = v0.shape[-1]
         E = unit_rms(v0.permute(0, 3, 1, 2).reshape(v0.shape[0], C, self.dt))  # [B,C,dt]
@@ -348,6 +367,8 @@ class CopyRead(nn.Module):
             cos = logits[..., self.N :].float() / strength
             sharp = logits[..., self.N :] + self.copy_only[0] * (cos - 1) + self.copy_only[1]
             logits = torch.cat([logits[..., : self.N], sharp.to(logits.dtype)], -1)
+        if ctx_rows is not None:  # the context ids' pointer logits: the same read against their rows
+            logits = torch.cat([logits, torch.matmul(mix.to(ctx_rows.dtype), ctx_rows.transpose(-1, -2)) / self.dt], -1)
         out = torch.matmul(p.float().mean(1), P) if self.follow else None  # [B,T,2F], heads pooled
         return self.o_proj(a.transpose(1, 2).reshape(B, T, -1)), logits, out
 
@@ -356,9 +377,8 @@ class CopyRead(nn.Module):
         """E rows of the draft tokens, as layer 0 writes them into its V cache; q_cur starts as the same map (so a
         token's query matches its own earlier occurrences), the learned previous-token queries at zero, the cached
         rows' gates open."""
+        self.token_rows.copy_(token_rows(dec, draft_ids))
         l0 = dec.layers[0]
-        v = l0.v_proj(l0.input_layernorm(dec.embed(draft_ids[None])))[0]
-        self.token_rows.copy_(unit_rms(v.float()))
         w = l0.v_proj.weight * (l0.input_layernorm.weight + 1.0 if l0.input_layernorm.offset else l0.input_layernorm.weight)
         for h in range(self.n):
             self.q_cur.weight[h * self.dt : (h + 1) * self.dt] = w * (1.0 if self.ngram == 3 else 2.0)
@@ -432,9 +452,16 @@ class MTPHead(nn.Module):
                 b.o_proj.weight.mul_(0.1)
                 b.down_proj.weight.mul_(0.1)
 
-    def step(self, x2, pos, mask, kv):
-        """x2 [B,T,2H] -> (draft-space logits [B,T,N+Nc], projected [B,T,H]). The drafter's own causality: keys < pos.
-        kv: the (K, V) pairs of self.kv_layers."""
+    def step(self, x2, pos, mask, kv, ctx=None):
+        """x2 [B,T,2H] -> (draft-space logits [B,T,N+Nc(+M)], projected [B,T,H]). The drafter's own causality: keys
+        < pos. kv: the (K, V) pairs of self.kv_layers.
+
+        ctx: the context draft space, (lm [B|1,M,H], rows [B|1,M,dt] or None, mask [B|1,T|1,M] additive): M ids of the
+        text so far that lie outside the draft space, with the backbone's LM-head rows and their layer-0 V rows
+        (token_rows). Each gets the logit a draft-vocabulary id would have: the backbone's LM head on the head's
+        output plus the copy read's pointer logit. A copied token is often a rare one (a name, a number): 12% of the
+        benchmark's rewrite and summarize positions had a label outside Gemma's 4,096-id draft vocabulary, and most
+        of those labels occur earlier in the text (notes/PERF.md, session 17)."""
         H = self.c.hidden_size
         C = kv[0][1].shape[-1]
         emb, act = x2[..., :H], x2[..., H:]
@@ -449,17 +476,22 @@ class MTPHead(nn.Module):
             x = b(x, pos, mask, kv[:n])
         if self.copy is None:
             a = self.out_norm(x)
-            return self.draft_head(a).float(), a
+            d = self.draft_head(a).float()
+            if ctx is not None:
+                d = torch.cat([d, (torch.matmul(a, ctx[0].transpose(-1, -2)) + ctx[2]).float()], -1)
+            return d, a
         v0 = kv[n][1] if len(kv) > n else kv[self.c.read_layers.index(0)][1]
-        add, ptr, out = self.copy(x, mask, v0, pos, emb, k, code)
+        add, ptr, out = self.copy(x, mask, v0, pos, emb, k, code, None if ctx is None else ctx[1])
         a = self.out_norm(x + add)
         lm = self.draft_head(a)
+        N, S = self.c.draft_vocab_size, self.space
         if self.c.copy_ids:
-            N = self.c.draft_vocab_size
             top = lm.max(-1, keepdim=True).values
-            d = torch.cat([lm + ptr[..., :N], top + ptr[..., N:]], -1)
+            d = torch.cat([lm + ptr[..., :N], top + ptr[..., N:S]], -1)
         else:
-            d = lm + ptr
+            d = lm + ptr[..., :N]
+        if ctx is not None:
+            d = torch.cat([d, torch.matmul(a, ctx[0].transpose(-1, -2)) + ptr[..., S:] + ctx[2]], -1)
         return d.float(), (self.pack(a, k, out) if self.slot else a)
 
     def full_logits(self, draft_logits):
