@@ -22,12 +22,15 @@ def cmd_export(a):
         from mtplite.quantize.quantize import parse_recipe
 
         quant = parse_recipe(a.quant)
+    if a.context < 0:
+        raise UserError(f"--context {a.context}: ids of the text the head may also draft, 0 (none) or more")
     bb = load_backbone(a.backbone)
     head, doc = load_head(a.head, bb.fingerprint)
     from mtplite.export.export import load_standalone
 
     man = export(bb, head, doc, a.out, cache_len=a.cache_length, prefill_lengths=prefill, K=a.k or None, quant=quant,
-                 progress=lambda s: print(f"[export] {s}", file=sys.stderr), standalone=load_standalone(a.head, bb))
+                 progress=lambda s: print(f"[export] {s}", file=sys.stderr), standalone=load_standalone(a.head, bb),
+                 context=a.context)
     print(json.dumps({"out": a.out, "litertlm_bytes": man["litertlm_bytes"], "file_bytes": man["file_bytes"],
                       "quantization": man["quantization"], "export_seconds": man["export_seconds"]}))
 
@@ -64,6 +67,8 @@ def cmd_inspect(a):
 
 
 def register(sub):
+    from mtplite.cli import CONTEXT
+
     e = sub.add_parser("export", help="export backbone + head to LiteRT graphs and a .litertlm bundle")
     e.add_argument("--backbone", default="gemma3-270m")
     e.add_argument("--head", required=True)
@@ -72,6 +77,9 @@ def register(sub):
     e.add_argument("--cache-length", type=int, default=512)
     e.add_argument("--prefill-lengths", default="32,128")
     e.add_argument("--k", type=int, default=0, help="drafts per cycle (default: the head's K)")
+    e.add_argument("--context", type=int, default=CONTEXT,
+                   help="also write drafter_ctx.tflite, whose head drafts up to this many ids of the text outside its "
+                        "draft vocabulary (our runtime; the .litertlm keeps the plain drafter); 0 = off")
     e.set_defaults(fn=cmd_export)
     i = sub.add_parser("inspect", help="list sections/signatures of a bundle and check the MTP contract")
     i.add_argument("out")

@@ -137,7 +137,31 @@ def check(manifest_path):
     for g in ("backbone", "embedder", "drafter"):
         sigs[g], _ = read_tflite(mpath.parent / m["files"][g])
     check_contract(sigs, m, mpath)
+    if m.get("context_drafter") is not None:
+        sigs["drafter_ctx"], _ = read_tflite(mpath.parent / m["context_drafter"]["file"])
+        check_context(sigs["drafter_ctx"], sigs["backbone"]["decode"]["inputs"], m, mpath)
     return man, sigs
+
+
+def check_context(sig, kv_ref, m, where):
+    """drafter_ctx.tflite (the context draft space, our runtime only) against the manifest and the backbone's KV."""
+    cd = m["context_drafter"]
+    d = sig.get("mtp_drafter_ctx")
+    if d is None:
+        raise UserError(f"{where}: {cd['file']} lacks signature 'mtp_drafter_ctx' (has {sorted(sig)}); re-export")
+    M, H, S = cd["max_ids"], m["hidden_size"], len(cd["space_ids"])
+    expect = {("inputs", "activations"): [1, 1, 2 * H], ("inputs", "context_emb"): [1, M, H],
+              ("inputs", "context_mask"): [1, 1, M], ("outputs", "draft_logits"): [1, 1, S + M],
+              ("outputs", "projected_activations"): [1, 1, H]}
+    for (io, name), shape in expect.items():
+        t = d[io].get(name)
+        if t is None or t["shape"] != shape:
+            raise UserError(f"{where}: {cd['file']} {io[:-1]} {name} is {t and t['shape']}, expected {shape}; re-export")
+    for name, t in d["inputs"].items():
+        ref = kv_ref.get(name)
+        if name.startswith("kv") and (ref is None or t["shape"] != ref["shape"] or t["dtype"] != ref["dtype"]):
+            raise UserError(f"{where}: {cd['file']} {name} is {t['dtype']}{t['shape']} but the backbone's is "
+                            f"{ref and (ref['dtype'], ref['shape'])}: the KV buffers cannot be shared")
 
 
 def _need(man, key, typ, where):
@@ -172,6 +196,20 @@ def _manifest_fields(man, where):
     eos = _need(man, "eos_ids", list, where)
     if not all(isinstance(x, int) and 0 <= x < man["vocab_size"] for x in eos):
         raise UserError(f"{where}: 'eos_ids' must be token ids < vocab_size")
+    cd = man.get("context_drafter")
+    if cd is not None:
+        if not isinstance(cd, dict):
+            raise UserError(f"{where}: field 'context_drafter' must be an object; re-run `mtplite export`")
+        f, M, ids = cd.get("file"), cd.get("max_ids"), cd.get("space_ids")
+        if not isinstance(f, str) or "/" in f or "\\" in f or f.startswith("."):
+            raise UserError(f"{where}: context_drafter.file must be a plain file name next to the manifest")
+        if isinstance(M, bool) or not isinstance(M, int) or not 0 < M < (1 << 16):
+            raise UserError(f"{where}: context_drafter.max_ids = {M!r} must be a positive int")
+        if not isinstance(ids, list) or not ids or not all(isinstance(x, int) and 0 <= x < man["vocab_size"] for x in ids):
+            raise UserError(f"{where}: context_drafter.space_ids must be token ids < vocab_size")
+        e = cd.get("embed_scale")
+        if isinstance(e, bool) or not isinstance(e, (int, float)) or not e > 0:
+            raise UserError(f"{where}: context_drafter.embed_scale = {e!r} must be a positive number")
     settings = man.get("settings")
     if settings is not None and not isinstance(settings, dict):
         raise UserError(f"{where}: field 'settings' must be an object; re-run `mtplite calibrate`")

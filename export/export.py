@@ -31,7 +31,7 @@ def _convert(signatures, path, quant_config=None):
     model.export(str(path))
 
 
-def export_graphs(backbone, head, tmp, cache_len, prefill_lengths, K, progress=print):
+def export_graphs(backbone, head, tmp, cache_len, prefill_lengths, K, progress=print, context=0):
     dec, c = backbone.model, backbone.model.c
     dec.float().eval()
     head.float().eval()
@@ -48,6 +48,10 @@ def export_graphs(backbone, head, tmp, cache_len, prefill_lengths, K, progress=p
     _convert(sigs, tmp / "backbone.tflite")
     progress("converting drafter (mtp_drafter)")
     _convert([("mtp_drafter", G.DrafterGraph(head), G.drafter_sample(c, head.c, cache_len))], tmp / "drafter.tflite")
+    if context:
+        progress(f"converting drafter with the context draft space (mtp_drafter_ctx, {context} ids)")
+        _convert([("mtp_drafter_ctx", G.DrafterCtxGraph(head), G.drafter_ctx_sample(c, head.c, cache_len, context))],
+                 tmp / "drafter_ctx.tflite")
     return time.time() - t0
 
 
@@ -149,7 +153,7 @@ def file_sha(path):
 
 def bundle_identity(d):
     shas = {f: file_sha(d / f) for f in ("backbone.tflite", "embedder.tflite", "drafter.tflite", "tokenizer.json",
-                                         "standalone.tflite") if (d / f).exists()}
+                                         "standalone.tflite", "drafter_ctx.tflite") if (d / f).exists()}
     return {"files_sha256": shas,
             "bundle_fingerprint": hashlib.sha256(json.dumps(shas, sort_keys=True).encode()).hexdigest()[:16]}
 
@@ -190,8 +194,15 @@ def head_fingerprint(head):
     return h.hexdigest()[:16]
 
 
+def context_manifest(backbone, head, d, M):
+    """manifest["context_drafter"]: what the runtime needs to fill drafter_ctx's context inputs."""
+    return {"file": "drafter_ctx.tflite", "bytes": (d / "drafter_ctx.tflite").stat().st_size, "max_ids": M,
+            "space_ids": head.draft_ids_t.tolist(), "embed_scale": float(backbone.model.c.embed_scale),
+            "copy_rows": head.copy is not None, "signatures": read_tflite(d / "drafter_ctx.tflite")[0]}
+
+
 def export(backbone, head, head_doc, out, cache_len=512, prefill_lengths=(32, 128), K=None, quant=None,
-           progress=print, standalone=None):
+           progress=print, standalone=None, context=128):
     out = Path(out)
     K = K or head.c.K
     if cache_len < max(prefill_lengths) or cache_len < K + 2:
@@ -212,7 +223,8 @@ def export(backbone, head, head_doc, out, cache_len=512, prefill_lengths=(32, 12
     tmp = Path(os.path.join(out, f".export-tmp-{os.getpid()}"))
     tmp.mkdir()
     try:
-        t = export_graphs(backbone, head, tmp, cache_len, prefill_lengths, K, progress)
+        M = context
+        t = export_graphs(backbone, head, tmp, cache_len, prefill_lengths, K, progress, M)
         qinfo = {"backbone": "float", "embedder": "float", "drafter": "float"}
         if quant:
             from mtplite.quantize.quantize import quantize_files
@@ -223,6 +235,8 @@ def export(backbone, head, head_doc, out, cache_len=512, prefill_lengths=(32, 12
         write_tokenizer(backbone, tmp / "tokenizer.json")
         sizes = {g: (tmp / f"{g}.tflite").stat().st_size for g in ("backbone", "embedder", "drafter")}
         man = make_manifest(backbone, head, head_doc, cache_len, prefill_lengths, K, sigs, qinfo, sizes)
+        if M:
+            man["context_drafter"] = context_manifest(backbone, head, tmp, M)
         if standalone is not None:
             export_standalone(standalone, tmp / "standalone.tflite", cache_len, prefill_lengths, quant, progress)
             man["standalone"] = {"file": "standalone.tflite", "bytes": (tmp / "standalone.tflite").stat().st_size,
@@ -252,7 +266,7 @@ def export(backbone, head, head_doc, out, cache_len=512, prefill_lengths=(32, 12
             if stale.exists():
                 stale.unlink()
         for f in ("backbone.tflite", "embedder.tflite", "drafter.tflite", "tokenizer.json", "bench_prompts.jsonl",
-                  "standalone.tflite", "export_stats.json"):
+                  "standalone.tflite", "export_stats.json", "drafter_ctx.tflite"):
             if not (tmp / f).exists():
                 (android / f).unlink(missing_ok=True)  # a stale baseline from an earlier export must not linger
                 continue

@@ -6,6 +6,9 @@ The names are the interface between Python, the bundle and Kotlin; they are defi
              decode / verify (T = K+1): ... -> logits [1,T,V], activations [1,T,H], kv_cache_*
   drafter    mtp_drafter: activations [1,1,2H], input_pos [1], mask [1,1,1,C], kv_cache_* (read layers only)
              -> logits [1,1,V], projected_activations [1,1,H]
+  drafter_ctx  mtp_drafter_ctx (our runtime only; the .litertlm keeps the contract's drafter): the same inputs plus
+             context_emb [1,M,H], context_mask [1,1,M] (additive), context_rows [1,M,KVH*D] (with the copy read)
+             -> draft_logits [1,1,S+M] (the draft space, then the M context ids), projected_activations [1,1,H]
 """
 import torch
 from torch import nn
@@ -54,6 +57,20 @@ class DrafterGraph(nn.Module):
         return {"logits": logits, "projected_activations": proj}
 
 
+class DrafterCtxGraph(nn.Module):
+    """The drafter with the context draft space (MTPHead.step's ctx): logits over the draft space and the M context
+    ids the runtime passes, not scattered to the full vocabulary (the runtime maps the argmax back)."""
+
+    def __init__(self, head):
+        super().__init__()
+        self.head = head
+
+    def forward(self, activations, input_pos, mask, context_emb, context_mask, context_rows=None, **kv):
+        reads = [(kv.get(k_name(i)), kv[v_name(i)]) for i in self.head.kv_layers]
+        d, proj = self.head.step(activations, input_pos, mask, reads, (context_emb, context_rows, context_mask))
+        return {"draft_logits": d, "projected_activations": proj}
+
+
 def kv_samples(c, C, layers=None):
     kv = {}
     for i in layers if layers is not None else range(c.num_layers):
@@ -73,6 +90,14 @@ def drafter_sample(c, hc, C):
         kv.setdefault(v_name(0), torch.zeros(1, c.num_kv_heads, c.head_dim, C))
     return {"activations": torch.zeros(1, 1, 2 * c.hidden_size), "input_pos": torch.zeros(1, dtype=torch.int32),
             "mask": torch.zeros(1, 1, 1, C), **kv}
+
+
+def drafter_ctx_sample(c, hc, C, M):
+    s = drafter_sample(c, hc, C)
+    s.update({"context_emb": torch.zeros(1, M, c.hidden_size), "context_mask": torch.zeros(1, 1, M)})
+    if hc.copy_heads:
+        s["context_rows"] = torch.zeros(1, M, c.num_kv_heads * c.head_dim)
+    return s
 
 
 class StandaloneGraph(nn.Module):

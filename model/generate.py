@@ -118,7 +118,7 @@ def torch_steps(backbone, head=None, cache_len=512, dtype=torch.float32, exact=F
     padding rows write KV past `pos`, which stays masked until the next steps overwrite it.
 
     context: the head also drafts the `context` most recent ids of the cached text outside its draft space
-    (MTPHead.step's ctx: LM-head rows, and layer 0's V rows read from the cache at their latest position)."""
+    (MTPHead.step's ctx: embedding rows, and layer 0's V rows read from the cache at their latest position)."""
     dec = backbone.model
     kv = dec.empty_cache(cache_len, dtype=dtype)
     state = {"kv": kv}
@@ -170,7 +170,7 @@ def torch_steps(backbone, head=None, cache_len=512, dtype=torch.float32, exact=F
         if not found:
             return None, []
         ids = [t for t, _ in found]
-        lm = dec.lm_head.weight[torch.tensor(ids)].to(dtype)[None]
+        lm = dec.embed_tokens.weight[torch.tensor(ids)].to(dtype)[None]
         v0 = state["kv"][0][1]  # [1,KVH,D,C]: layer 0's V row of a position is a function of its token alone
         rows = unit_rms(v0[0, :, :, [j for _, j in found]].permute(2, 0, 1).reshape(len(ids), -1).float()).to(dtype)[None]
         return (lm, rows if head.copy is not None else None, torch.zeros(1, 1, len(ids), dtype=dtype)), ids

@@ -23,6 +23,7 @@ import json
 import math
 from dataclasses import dataclass, asdict, field
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -52,6 +53,7 @@ class HeadConfig:
     copy_ngram: int = 2  # 2: the bigram pointer of heads saved before the trigram one; 3: see CopyRead
     copy_follow: int = 0  # frequencies of the carried read-position code (0: re-match at every draft step)
     copy_ids: list = field(default_factory=list)  # ids outside draft_ids that only the copy read drafts (see MTPHead)
+    context: int = 0  # the context draft space it trained with: ids of the text outside the draft space (see step)
 
     def to_json(self):
         d = asdict(self)
@@ -147,7 +149,7 @@ def default_copy_vocab(vocab_size, copy_heads, size=32768):
 
 
 def head_config(bc, draft_ids, K=3, read_layers=None, num_blocks=1, intermediate_size=None, copy_heads=0, copy_ngram=3,
-                copy_follow=0, copy_ids=()):
+                copy_follow=0, copy_ids=(), context=0):
     rl = read_layers or default_read_layers(bc)
     return HeadConfig(
         hidden_size=bc.hidden_size, num_heads=bc.num_heads, num_kv_heads=bc.num_kv_heads, head_dim=bc.head_dim,
@@ -155,7 +157,7 @@ def head_config(bc, draft_ids, K=3, read_layers=None, num_blocks=1, intermediate
         intermediate_size=intermediate_size or 2 * bc.hidden_size, draft_vocab_size=len(draft_ids),
         vocab_size=bc.vocab_size, num_blocks=num_blocks, K=K, rms_eps=bc.rms_eps, norm_offset=bc.norm_offset,
         act=bc.act, attn_scale=bc.attn_scale, draft_ids=list(map(int, draft_ids)), copy_heads=copy_heads,
-        copy_ngram=copy_ngram, copy_follow=copy_follow, copy_ids=list(map(int, copy_ids)))
+        copy_ngram=copy_ngram, copy_follow=copy_follow, copy_ids=list(map(int, copy_ids)), context=context)
 
 
 class HeadBlock(nn.Module):
@@ -209,15 +211,15 @@ def token_rows(dec, ids):
 
 def context_ids(history, space_map, space, M):
     """The context draft space: the M most recently seen distinct ids of `history` outside the draft space (space_map
-    [V]: id -> draft-space index, `space` for none), newest first, each with its latest position."""
-    out = {}
-    for j in range(len(history) - 1, -1, -1):
-        t = int(history[j])
-        if t not in out and int(space_map[t]) >= space:
-            out[t] = j
-            if len(out) == M:
-                break
-    return list(out.items())
+    [V]: id -> draft-space index, `space` for none), newest first, each with its latest position. Vectorised: the
+    runtime calls it every draft cycle."""
+    h = np.asarray(history, dtype=np.int64)
+    j = np.flatnonzero(np.asarray(space_map)[h] >= space) if len(h) else h
+    if not len(j):
+        return []
+    rev = j[::-1]  # positions, newest first
+    _, first = np.unique(h[rev], return_index=True)  # each id's newest position
+    return [(int(h[p]), int(p)) for p in rev[np.sort(first)[:M]]]
 
 
 def follow_freqs(F, span=4096, tries=64):
@@ -456,12 +458,13 @@ class MTPHead(nn.Module):
         """x2 [B,T,2H] -> (draft-space logits [B,T,N+Nc(+M)], projected [B,T,H]). The drafter's own causality: keys
         < pos. kv: the (K, V) pairs of self.kv_layers.
 
-        ctx: the context draft space, (lm [B|1,M,H], rows [B|1,M,dt] or None, mask [B|1,T|1,M] additive): M ids of the
-        text so far that lie outside the draft space, with the backbone's LM-head rows and their layer-0 V rows
-        (token_rows). Each gets the logit a draft-vocabulary id would have: the backbone's LM head on the head's
-        output plus the copy read's pointer logit. A copied token is often a rare one (a name, a number): 12% of the
-        benchmark's rewrite and summarize positions had a label outside Gemma's 4,096-id draft vocabulary, and most
-        of those labels occur earlier in the text (notes/PERF.md, session 17)."""
+        ctx: the context draft space, (emb [B|1,M,H], rows [B|1,M,dt] or None, mask [B|1,T|1,M] additive): M ids of
+        the text so far that lie outside the draft space, with their embedding rows (unscaled: the LM-head rows of a
+        tied backbone, which the runtime gets from the embedder graph; any backbone's, so the head learns them where
+        they are not tied) and their layer-0 V rows (token_rows). Each gets the logit a draft-vocabulary id would
+        have: those rows on the head's output plus the copy read's pointer logit. A copied token is often a rare one
+        (a name, a number): 12% of the benchmark's rewrite and summarize positions had a label outside Gemma's 4,096-id
+        draft vocabulary, and most of those labels occur earlier in the text (notes/PERF.md, session 17)."""
         H = self.c.hidden_size
         C = kv[0][1].shape[-1]
         emb, act = x2[..., :H], x2[..., H:]

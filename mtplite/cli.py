@@ -8,6 +8,9 @@ import os
 import sys
 import time
 
+# ids of the text outside the draft vocabulary the head may also draft (the context draft space, MTPHead.step)
+CONTEXT = 128
+
 
 def _warn_quiet():
     import logging
@@ -39,6 +42,8 @@ def cmd_train(a):
     if a.feat_loss < 0:
         raise UserError(f"--feat-loss {a.feat_loss}: a weight, 0 (off) or more")
     check_copy_heads(a.copy_heads)
+    if a.context < 0:
+        raise UserError(f"--context {a.context}: ids of the text the head may also draft, 0 (none) or more")
     torch.manual_seed(a.seed)
     torch.set_num_threads(a.threads or torch.get_num_threads())
     dev = pick_device(a.device)
@@ -98,7 +103,7 @@ def _train(a, bb, t0, dtype):
                                 copy_follow=a.copy_follow, copy_vocab=a.copy_vocab,
                                 epochs=a.epochs, batch=a.batch, lr=a.lr, budget_s=left, seed=a.seed, val_rows=val_rows,
                                 log=lambda s: print(s, file=sys.stderr), dtype=dtype, init_head=init,
-                                kd=a.kd, feat=a.feat_loss)
+                                kd=a.kd, feat=a.feat_loss, context=a.context)
         bb.model.float()
         head.cpu()
         n_tok = sum(len(r["tokens"]) - r["prompt_len"] for r in train_rows)
@@ -167,7 +172,8 @@ def cmd_generate(a):
     cache = a.cache_length
     if len(ids) >= cache:
         raise UserError(f"prompt is {len(ids)} tokens; --cache-length {cache} must be larger")
-    res = G.run(ids, G.torch_steps(bb, head, cache, exact=a.exact), max_new_tokens=a.max_new_tokens, eos_ids=set(bb.eos_ids), K=K,
+    ctx = 0 if a.no_context or head is None else head.c.context or CONTEXT
+    res = G.run(ids, G.torch_steps(bb, head, cache, exact=a.exact, context=ctx), max_new_tokens=a.max_new_tokens, eos_ids=set(bb.eos_ids), K=K,
                 cache_len=cache, should_stop=_stopper(bb, a.stop))
     _print_result(bb.decode(res["tokens"]), res, K, a)
 
@@ -234,6 +240,9 @@ def main(argv=None):
     t.add_argument("--feat-loss", type=float, default=0.0,
                    help="weight of a smooth-L1 loss pulling the carried activation to the backbone's own (EAGLE's "
                         "feature regression); default 0")
+    t.add_argument("--context", type=int, default=CONTEXT,
+                   help="the head also drafts up to this many ids of the text outside its draft vocabulary (a copied "
+                        "name or number); 0 = off; default 128")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--threads", type=int, default=0)
     t.add_argument("--target-quant", help="train against the backbone quantized with this recipe (int8, int4-b32, "
@@ -264,6 +273,8 @@ def main(argv=None):
     g.add_argument("--threads", type=int, default=2)
     g.add_argument("--exact", action="store_true",
                    help="plain steps as row 0 of the verify pass (LiteRT and torch), so MTP and plain use identical kernels")
+    g.add_argument("--no-context", action="store_true",
+                   help="the head drafts from its draft vocabulary only, not also the text's own rarer ids")
     g.set_defaults(fn=cmd_generate)
 
     import importlib

@@ -21,6 +21,7 @@ def log(msg):
 def cmd_quickstart(a):
     import torch
 
+    from mtplite.cli import CONTEXT
     from mtplite.data import training_prompts
     from mtplite.export.export import export
     from mtplite.model.head import check_copy_heads, check_copy_vocab, check_follow, load_head, save_head
@@ -81,7 +82,7 @@ def cmd_quickstart(a):
             left = budget * 60 - (time.time() - t0)
             head, info = train_head(work, tr, K=a.k, draft_vocab_size=a.draft_vocab, epochs=6, batch=8, lr=1e-3,
                                     budget_s=max(left, 30), val_rows=va, dtype=dtype, log=log, copy_heads=a.copy_heads,
-                                    copy_follow=follow, copy_vocab=copy_vocab)
+                                    copy_follow=follow, copy_vocab=copy_vocab, context=CONTEXT)
         del work
         bb.model.cpu()
         head.cpu()

@@ -485,17 +485,28 @@ def analysis(bench, man):
               ("hybrid τ >= 3.0 on summarize/rewrite/reply",
                ", ".join(f"{k} {t['hybrid'][k]['accept_length']:.2f}" for k in ("summarize", "rewrite", "reply")
                          if "hybrid" in t and t["hybrid"].get(k, {}).get("accept_length")))]
+    if "mtp+ctx" in t:  # the head with the context draft space (drafter_ctx.tflite), the head alone all the same
+        checks.append(("head with the context draft space (mtp+ctx) τ >= 3.0 on summarize/rewrite/reply",
+                       ", ".join(f"{k} {t['mtp+ctx'][k]['accept_length']:.2f}" for k in ("summarize", "rewrite", "reply")
+                                 if t["mtp+ctx"].get(k, {}).get("accept_length"))))
     if "lookup" in t:
-        def head_vs_lookup(key):
-            lose = [k for k in bench["tasks"] if k != "all" and (t["mtp"][k].get(key) or 0) < (t["lookup"][k].get(key) or 0)]
+        def head_vs_lookup(key, m="mtp"):
+            lose = [k for k in bench["tasks"] if k != "all" and (t[m][k].get(key) or 0) < (t["lookup"][k].get(key) or 0)]
             return "met" if not lose else "missed on " + ", ".join(
-                f"{k} ({t['mtp'][k][key]:.2f} vs {t['lookup'][k][key]:.2f})" for k in lose)
+                f"{k} ({t[m][k][key]:.2f} vs {t['lookup'][k][key]:.2f})" for k in lose)
 
         checks.append(("head τ >= prompt lookup τ on every task type", head_vs_lookup("accept_length")))
         # τ counts only the cycles that drafted: lookup sits out the cycles it has no match for (plain steps), the head
         # drafts in every one, so the same comparison per backbone pass, plain steps included
         checks.append(("head tokens per backbone pass >= prompt lookup's on every task type (plain steps count)",
                        head_vs_lookup("tokens_per_pass")))
+        if "mtp+ctx" in t:
+            checks.append(("head with the context draft space τ >= prompt lookup τ on every task type",
+                           head_vs_lookup("accept_length", "mtp+ctx")))
+    if "hybrid+ctx" in t:
+        checks.append(("hybrid+ctx τ >= 3.0 on summarize/rewrite/reply",
+                       ", ".join(f"{k} {t['hybrid+ctx'][k]['accept_length']:.2f}" for k in ("summarize", "rewrite", "reply")
+                                 if t["hybrid+ctx"].get(k, {}).get("accept_length"))))
     if "hybrid+gate" in t:
         checks.append(("hybrid+gate τ >= 3.0 on summarize/rewrite/reply",
                        ", ".join(f"{k} {t['hybrid+gate'][k]['accept_length']:.2f}" for k in ("summarize", "rewrite", "reply")

@@ -75,6 +75,8 @@ def quantize_files(d, recipe_map, progress=print):
             progress(f"quantizing {g} ({r})")
             quantize_file(d / f"{g}.tflite", d / f"{g}.tflite", r)
             progress(f"quantized {g} in {time.time() - t:.0f}s")
+    if (d / "drafter_ctx.tflite").exists() and recipe_map.get("drafter", "float") != "float":
+        quantize_file(d / "drafter_ctx.tflite", d / "drafter_ctx.tflite", recipe_map["drafter"])
     return {g: recipe_map.get(g, "float") for g in GRAPHS}
 
 
@@ -109,6 +111,9 @@ def quantize_bundle(src, dst, recipe_map, progress=print):
         man["signatures"] = {g: read_tflite(tmp / "android" / f"{g}.tflite")[0] for g in GRAPHS}
         if man.get("standalone"):
             man["standalone"]["bytes"] = (tmp / "android" / "standalone.tflite").stat().st_size
+        if man.get("context_drafter"):
+            f = tmp / "android" / man["context_drafter"]["file"]
+            man["context_drafter"].update(bytes=f.stat().st_size, signatures=read_tflite(f)[0])
         man["settings"] = {"K": man["K"], "source": "export default (run `mtplite calibrate` to measure)"}
         from mtplite.export.export import bundle_identity
 

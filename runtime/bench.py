@@ -53,7 +53,10 @@ def run_mode(b, tok_ids, K, mode, max_new, eos):
     steps = b.standalone_steps() if mode == "standalone" else b.steps()
     history = list(tok_ids)
     source = []
-    base, gated = mode.removesuffix("+gate"), mode.endswith("+gate")
+    base, *flags = mode.split("+")
+    gated = "gate" in flags
+    # '+ctx': the head with the context draft space (drafter_ctx.tflite); the plain modes draft with the contract's
+    b.use_context = "ctx" in flags
     if base in ("lookup", "hybrid"):
         steps, source = lookup_steps(steps, history, mode=base)
     # '+gate': the head stops drafting below the calibrated probability (settings.min_prob); plain modes ignore it
@@ -153,7 +156,8 @@ def run_engine(bundle_dir, prompts, max_new, tok):
     return out
 
 
-def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "lookup", "hybrid", "mtp+gate", "hybrid+gate", "standalone"),
+def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "mtp+ctx", "lookup", "hybrid", "hybrid+ctx", "mtp+gate",
+                                                  "hybrid+gate", "standalone"),
           threads=2, engine=True,
           progress=True, exact=False, also=()):
     """`also`: (name, dir) of more bundles of the same backbone (e.g. float / int4 exports): each runs plain and MTP
@@ -162,7 +166,11 @@ def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "lookup", "hyb
     from mtplite.runtime.litert import Bundle, load_tokenizer
 
     t0 = time.time()
-    b = Bundle(bundle_dir, threads=threads, mtp=True, exact=exact)
+    b = Bundle(bundle_dir, threads=threads, mtp=True, exact=exact, context=True)
+    if not b.man.get("context_drafter") and any("+ctx" in m for m in modes):
+        modes = tuple(m for m in modes if "+ctx" not in m)
+        print("[bench] no drafter_ctx.tflite in this bundle (export with --context N); skipping the '+ctx' modes",
+              file=sys.stderr)
     if "standalone" in modes and not b.load_standalone(threads):
         modes = tuple(m for m in modes if m != "standalone")
         print("[bench] no standalone drafter in this bundle (train with --standalone); skipping that mode",
@@ -233,6 +241,8 @@ def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "lookup", "hyb
               "kv_bytes": b.kv_bytes, "mtp_extra_weight_bytes": wb["drafter"], "mtp_extra_kv_bytes": 0,
               "mtp_extra_fraction_of_backbone": wb["drafter"] / (wb["backbone"] + wb["embedder"]),
               "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    if "drafter_ctx" in wb:  # the '+ctx' modes draft with it instead of the drafter
+        memory["drafter_ctx_bytes"] = wb["drafter_ctx"]
     result = {"bundle": str(bundle_dir), "K": K, "exact_mode": exact, "min_prob": b.calibrated_min_prob(), "max_new_tokens": max_new, "threads": threads, "modes": list(modes),
               "tasks": tasks, "table": table, "ratios": ratios, "memory": memory,
               "spec_vs_plain_mismatches": mismatches, "skipped_prompts_too_long": skipped, "per_prompt": {m: dict(per[m]) for m in modes},

@@ -36,7 +36,7 @@ def generate_bundle(a):
     from mtplite.model import generate as G
     from mtplite.runtime.litert import Bundle, load_tokenizer
 
-    b = Bundle(a.bundle, threads=a.threads, mtp=not a.no_mtp, exact=a.exact)
+    b = Bundle(a.bundle, threads=a.threads, mtp=not a.no_mtp, exact=a.exact, context=not a.no_context)
     tok = load_tokenizer(a.bundle)
     K, why = settings_K(b.man, not a.no_mtp)
     if a.k and not a.no_mtp:
@@ -61,7 +61,9 @@ def generate_bundle(a):
     _print_result(tok.decode(res["tokens"], skip_special_tokens=True), res, K, a, extra)
 
 
-MODES = ("plain", "mtp", "lookup", "hybrid", "mtp+gate", "hybrid+gate", "standalone")
+MODES = ("plain", "mtp", "lookup", "hybrid", "mtp+gate", "hybrid+gate", "standalone", "mtp+ctx", "hybrid+ctx",
+         "mtp+ctx+gate", "hybrid+ctx+gate")
+DEFAULT_MODES = ("plain", "mtp", "mtp+ctx", "lookup", "hybrid", "hybrid+ctx", "mtp+gate", "hybrid+gate", "standalone")
 
 
 def cmd_bench(a):
@@ -207,8 +209,10 @@ def register(sub):
     b.add_argument("out")
     b.add_argument("--prompts", help="JSONL with id/task/prompt (default ../shared/prompts/tasks.jsonl)")
     b.add_argument("--max-new-tokens", type=int, default=64)
-    b.add_argument("--modes", default=",".join(MODES),
-                   help="'+gate': the head drafts only while it is sure (settings.min_prob from calibrate)")
+    b.add_argument("--modes", default=",".join(DEFAULT_MODES),
+                   help="'+gate': the head drafts only while it is sure (settings.min_prob from calibrate); '+ctx': "
+                        "it also drafts the text's own ids outside its draft vocabulary (drafter_ctx.tflite). All: "
+                        + ",".join(MODES))
     b.add_argument("--limit", type=int, default=0)
     b.add_argument("--threads", type=int, default=2)
     b.add_argument("--no-engine", action="store_true", help="skip the official litert_lm engine rows")

@@ -49,7 +49,7 @@ def _mask(positions, C):
 class Bundle:
     """A loaded OUT/android bundle: three CompiledModels and their buffers. Step functions via `steps()`."""
 
-    def __init__(self, out, threads=2, mtp=True, exact=False):
+    def __init__(self, out, threads=2, mtp=True, exact=False, context=False):
         from ai_edge_litert.compiled_model import CompiledModel
 
         from mtplite.export.contract import check
@@ -72,8 +72,12 @@ class Bundle:
         tag = m.get("head_fingerprint") or "x"
         self.models = {}
         t0 = time.perf_counter()
-        for g in ("embedder", "backbone") + (("drafter",) if mtp else ()):
-            fname = adir / m["files"][g]
+        # context: also load drafter_ctx, the head with the context draft space (the text's own ids outside its
+        # draft vocabulary); `use_context` picks which drafter draft() runs
+        ctx = m.get("context_drafter") if mtp and context else None
+        self.files = files = {**m["files"], **({"drafter_ctx": ctx["file"]} if ctx else {})}
+        for g in ("embedder", "backbone") + (("drafter",) if mtp else ()) + (("drafter_ctx",) if ctx else ()):
+            fname = adir / files[g]
             stamp = f"{g}-{tag}-{m['backbone_fingerprint']}-{fname.stat().st_size}-{int(fname.stat().st_mtime)}-t{threads}"
             try:
                 self.models[g] = CompiledModel.from_file(str(fname), options=_options(threads, wc / f"{stamp}.xnn"))
@@ -98,11 +102,25 @@ class Bundle:
             self.dr_in = {n: dr.create_input_buffer_by_name("mtp_drafter", n) for n in dsig["inputs"] if not n.startswith("kv")}
             self.dr_out = {n: dr.create_output_buffer_by_name("mtp_drafter", n) for n in dsig["outputs"]}
             self.dr_kv = {n: self.kv[n] for n in dsig["inputs"] if n.startswith("kv")}
+        self.use_context = bool(ctx)
+        if ctx:
+            dc = self.models["drafter_ctx"]
+            csig = self.sigs["drafter_ctx"]["mtp_drafter_ctx"]
+            self.cx_in = {n: dc.create_input_buffer_by_name("mtp_drafter_ctx", n) for n in csig["inputs"] if not n.startswith("kv")}
+            self.cx_out = {n: dc.create_output_buffer_by_name("mtp_drafter_ctx", n) for n in csig["outputs"]}
+            self.cx_kv = {n: self.kv[n] for n in csig["inputs"] if n.startswith("kv")}
+            self.space_ids = np.asarray(ctx["space_ids"], np.int64)
+            self.space_map = np.full(self.V, len(self.space_ids), np.int32)  # id -> draft-space index
+            self.space_map[self.space_ids] = np.arange(len(self.space_ids), dtype=np.int32)
+            self.cx_M, self.cx_scale, self.cx_rows = ctx["max_ids"], ctx["embed_scale"], ctx["copy_rows"]
+            self.cx_cache = {}  # id -> (embedding row, layer-0 V row): both functions of the token alone
         self.kv_bytes = sum(int(np.prod(self.sigs["backbone"]["decode"]["inputs"][n]["shape"])) * 4 for n in self.kv_names)
         self.reset()
 
     # ---- graph calls --------------------------------------------------------------------------------------------
     def reset(self):
+        self.hist = np.zeros(self.C, np.int64)  # the token at each cached position
+        self.cx_ids = None
         for n, b in self.kv.items():
             shape = self.sigs["backbone"]["decode"]["inputs"][n]["shape"]
             b.write(np.zeros(int(np.prod(shape)), np.float32))
@@ -129,6 +147,7 @@ class Bundle:
         emb = np.zeros((T, self.H), np.float32)
         emb[:n] = self.embed(ids)
         pos, mask = _positions_and_mask(n, pos0, T, self.C)
+        self.hist[pos0 : pos0 + n] = ids[: self.C - pos0]
         ins["embeddings"].write(emb.reshape(-1))
         ins["input_pos"].write(pos)
         ins["mask"].write(mask.reshape(-1))
@@ -167,24 +186,78 @@ class Bundle:
         acts = outs["activations"].read(T * self.H, np.float32).reshape(T, self.H)
         return self.logits_rows(outs, T).argmax(-1).tolist(), acts
 
+    def context_space(self, pos):
+        """Fill drafter_ctx's context inputs for a draft at `pos`: the newest distinct ids of the cached text outside
+        the draft space. Their rows are cached per id: the embedding row (from the embedder graph
+        without its scale) and layer 0's V row (read once from the shared cache). Returns the ids, newest first."""
+        from mtplite.model.head import context_ids
+
+        found = context_ids(self.hist[:pos], self.space_map, len(self.space_ids), self.cx_M)
+        ids = [t for t, _ in found]
+        if ids == self.cx_ids:
+            return ids
+        new = [(t, j) for t, j in found if t not in self.cx_cache]
+        if new:
+            v0 = None
+            if self.cx_rows:
+                shape = self.sigs["backbone"]["decode"]["inputs"]["kv_cache_v_0"]["shape"]  # [1,KVH,D,C]
+                v0 = self.kv["kv_cache_v_0"].read(int(np.prod(shape)), np.float32).reshape(shape[1] * shape[2], shape[3])
+            step = max(self.prefill_lengths)
+            for i in range(0, len(new), step):
+                chunk = new[i : i + step]
+                lm = self.embed([t for t, _ in chunk]) / np.float32(self.cx_scale)
+                for (t, j), row in zip(chunk, lm):
+                    v = None
+                    if v0 is not None:
+                        v = v0[:, j]  # the cache's V row of position j, heads concatenated as the copy read sees them
+                        v = v / np.sqrt(np.mean(v * v) + 1e-6)
+                    self.cx_cache[t] = (row, v)
+        M, H = self.cx_M, self.H
+        lm = np.zeros((M, H), np.float32)
+        mask = np.full(M, NEG_INF, np.float32)
+        for i, t in enumerate(ids):
+            lm[i] = self.cx_cache[t][0]
+            mask[i] = 0.0
+        self.cx_in["context_emb"].write(lm.reshape(-1))
+        self.cx_in["context_mask"].write(mask)
+        if self.cx_rows:
+            dt = self.sigs["drafter_ctx"]["mtp_drafter_ctx"]["inputs"]["context_rows"]["shape"][-1]
+            rows = np.zeros((M, dt), np.float32)
+            for i, t in enumerate(ids):
+                rows[i] = self.cx_cache[t][1]
+            self.cx_in["context_rows"].write(rows.reshape(-1))
+        self.cx_ids = ids
+        return ids
+
     def draft(self, tok, act, pos, k):
         """k drafts; with `min_prob` set, drafting stops at the first draft the head gives less than that probability:
         None (a plain step) if it is the first, else the confident prefix padded to k (verify takes exactly k)."""
-        dr = self.models["drafter"]
-        self.dr_in["input_pos"].write(np.array([pos], np.int32))
-        self.dr_in["mask"].write(_mask([pos], self.C).reshape(-1))
+        ctx = self.use_context
+        if ctx:
+            dr, sig, ins, outs, kv = self.models["drafter_ctx"], "mtp_drafter_ctx", self.cx_in, self.cx_out, self.cx_kv
+            ids = self.context_space(pos)
+            S = len(self.space_ids)
+        else:
+            dr, sig, ins, outs, kv = self.models["drafter"], "mtp_drafter", self.dr_in, self.dr_out, self.dr_kv
+        ins["input_pos"].write(np.array([pos], np.int32))
+        ins["mask"].write(_mask([pos], self.C).reshape(-1))
         h, out, probs = np.asarray(act, np.float32), [], []
         for _ in range(k):
             x = np.concatenate([self.embed([tok])[0], h])
-            self.dr_in["activations"].write(x)
-            dr.run_by_name("mtp_drafter", {**self.dr_in, **self.dr_kv}, self.dr_out)
-            lg = self.dr_out["logits"].read(self.V, np.float32)
-            tok = int(lg.argmax())
+            ins["activations"].write(x)
+            dr.run_by_name(sig, {**ins, **kv}, outs)
+            if ctx:
+                lg = outs["draft_logits"].read(S + self.cx_M, np.float32)
+                i = int(lg.argmax())
+                tok = int(self.space_ids[i]) if i < S else ids[i - S]
+            else:
+                lg = self.dr_out["logits"].read(self.V, np.float32)
+                tok = int(lg.argmax())
             if self.min_prob or self.record_probs is not None:
-                probs.append(self._top_prob(lg, tok))
+                probs.append(self._top_prob(lg, tok) if not ctx else float(1.0 / np.exp(lg - lg.max()).sum()))
                 if probs[-1] < self.min_prob:
                     break
-            h = self.dr_out["projected_activations"].read(self.H, np.float32)
+            h = outs["projected_activations"].read(self.H, np.float32)
             out.append(tok)
         if self.record_probs is not None:
             self.record_probs.append(probs)
@@ -268,7 +341,7 @@ class Bundle:
         return prefill, decode, self.verify, draft
 
     def weight_bytes(self):
-        return {g: (self.dir / self.man["files"][g]).stat().st_size for g in self.models}
+        return {g: (self.dir / self.files[g]).stat().st_size for g in self.models}
 
 
 def load_tokenizer(bundle_dir):

@@ -34,10 +34,11 @@ def per_task(head, bb, rows, K):
 
 @torch.no_grad()
 def free_running(bb, head, prompts, K, max_new):
-    """τ of the torch reference draft/verify loop, summed over prompts per task (tokens per verify, bonus included)."""
+    """τ of the torch reference draft/verify loop, summed over prompts per task (tokens per verify, bonus included),
+    with the context draft space where the head trained with it."""
     acc, cyc = {}, {}
     for p in prompts:
-        res = G.run(format_prompt(bb, p["prompt"]), G.torch_steps(bb, head, 512), max_new_tokens=max_new,
+        res = G.run(format_prompt(bb, p["prompt"]), G.torch_steps(bb, head, 512, context=head.c.context), max_new_tokens=max_new,
                     eos_ids=set(bb.eos_ids), K=K, cache_len=512)
         s = G.summary(res, K)
         for t in (p["task"], "all"):

@@ -42,9 +42,11 @@ def trained(spec, K=3):
         # tiny:llama's head has the copy read and its carried read-position code, so every llama test (exactness,
         # export, runtime) covers them too
         copy = 2 if spec == "tiny:llama" else 0
+        # tiny:qwen3's head trains with the context draft space (the text's own ids outside its draft vocabulary)
         head, info = train_head(bb, tr, K=K, draft_vocab_size=256, epochs=6, batch=16, lr=2e-3, val_rows=va,
                                 progress=False, log=lambda s: None, copy_heads=copy,
                                 copy_follow=default_follow(bb.model.c.hidden_size, copy, 3),
-                                copy_vocab=512 if copy else 0)  # and copy-only ids: 256 beyond its draft vocabulary
+                                copy_vocab=512 if copy else 0,  # and copy-only ids: 256 beyond its draft vocabulary
+                                context=64 if spec == "tiny:qwen3" else 0)
         _trained[(spec, K)] = (bb, head, rows, va, info)
     return _trained[(spec, K)]

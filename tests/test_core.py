@@ -635,16 +635,19 @@ def test_trigram_pointer_starts_as_prompt_lookup(spec):
     assert n >= 20 and agree == n, (agree, n)
 
 
-@pytest.mark.parametrize("spec,draft", [(s, d) for s in FAMILIES for d in (None, 16)])
-def test_follow_pointer_drafts_lookups_continuation(spec, draft):
+@pytest.mark.parametrize("spec,draft,context", [(s, d, False) for s in FAMILIES for d in (None, 16)] +
+                         [(s, 16, True) for s in FAMILIES])
+def test_follow_pointer_drafts_lookups_continuation(spec, draft, context):
     """With copy_follow, a fresh head drafts all K tokens prompt lookup drafts from its trigram match, through the
     real recurrence (head.step fed its own drafts and projected activations): step 1 matches, later steps continue
     the match through the carried read-position code instead of re-matching on stale cached rows. Pointer logits
     only (the vocabulary head zeroed), so the stream cannot help. draft=16: a 16-id draft vocabulary and every other
-    id copy-only, so nearly every copied token is one only the copy read can draft (without copy_ids: 1 in 32)."""
+    id copy-only, so nearly every copied token is one only the copy read can draft (without copy_ids: 1 in 32);
+    with context, no copy-only ids but the context draft space instead: the cached text's ids outside the 16, their
+    embedding rows zeroed as the vocabulary head is."""
     from mtplite.model.head import MTPHead, default_follow, head_config, load_head, save_head
     from mtplite.model.load import load_backbone
-    from mtplite.train.train import features
+    from mtplite.train.train import context_of, features
 
     bb = load_backbone(spec)
     c = bb.model.c
@@ -652,7 +655,7 @@ def test_follow_pointer_drafts_lookups_continuation(spec, draft):
     F = default_follow(c.hidden_size, 2, 3)
     assert F >= 2
     head = MTPHead(head_config(c, ids[:draft], K=3, copy_heads=2, read_layers=[0], copy_follow=F,
-                               copy_ids=ids[draft:] if draft else ()))
+                               copy_ids=ids[draft:] if draft and not context else ()))
     head.init_from_backbone(bb.model)
     with torch.no_grad():
         head.draft_head.weight.zero_()
@@ -663,7 +666,10 @@ def test_follow_pointer_drafts_lookups_continuation(spec, draft):
         b = torch.randint(3, c.vocab_size, (8,), generator=g).tolist()
         seq = a + b + a[:5] + b[:4] + a[3:8] + b[1:7]
         L = len(seq)
-        f = features(bb, [{"tokens": seq, "prompt_len": 1}], head.kv_layers)
+        f = features(bb, [{"tokens": seq, "prompt_len": 1}], head.kv_layers,
+                     space=(head.vocab_map, head.space) if context else None)
+        if context:
+            f["ctx_lm"].zero_()
         for P in range(3, L):
             tail = seq[P - 2 : P + 1]
             ms = [s for s in range(P - 3, -1, -1) if seq[s : s + 3] == tail]
@@ -676,10 +682,12 @@ def test_follow_pointer_drafts_lookups_continuation(spec, draft):
             pos = torch.tensor([P], dtype=torch.int32)
             x2 = torch.cat([f["emb"][:, P : P + 1], torch.randn(1, 1, c.hidden_size, generator=g)], -1)
             got = []
+            ctx = context_of(head, f, pos)[0] if context else None
+            space = ids[:draft] + f["ctx_ids"][0].tolist() if context else ids
             with torch.no_grad():
                 for _ in range(3):
-                    d, proj = head.step(x2, pos, torch.zeros(1, 1, 1, L), f["kv"])
-                    got.append(ids[int(d[0, 0].argmax())])
+                    d, proj = head.step(x2, pos, torch.zeros(1, 1, 1, L), f["kv"], ctx)
+                    got.append(space[int(d[0, 0].argmax())])
                     x2 = torch.cat([bb.model.embed(torch.tensor([[got[-1]]])).float(), proj], -1)
             n += 1
             agree += got == want
@@ -742,3 +750,43 @@ def test_soft_targets_and_feature_regression_aim_at_the_backbones_own_position()
         assert loss(worse, kd=1.0) > best + 1e-4
     assert loss(fake(), feat=1.0) == pytest.approx(loss(fake()), abs=1e-6)  # the carry is the backbone's own
     assert loss(fake(off=-1), feat=1.0) > loss(fake(off=-1)) + 1e-3
+
+
+def test_context_space_sees_only_the_cached_text():
+    """The context draft space in training: every id of a row outside the draft space, visible to a draft at
+    position p only once cached (first occurrence < p: the token at p itself has no KV yet), and a label outside the
+    draft space counts as draftable exactly when it is visible there (a leak of later ids would flatter the
+    teacher-forced accept length, as session 13's restricted columns did)."""
+    from mtplite.model.head import MTPHead, head_config
+    from mtplite.train.train import context_of, features, rollout_loss
+
+    bb, _, rows, *_ = trained("tiny:gemma3")
+    c = bb.model.c
+    head = MTPHead(head_config(c, list(range(40)), K=3))
+    head.init_from_backbone(bb.model)
+    f = features(bb, rows[:4], head.kv_layers, space=(head.vocab_map, head.space))
+    toks, ok = f["tokens"], f["ok"]
+    B, L = toks.shape
+    pos = torch.arange(1, L, dtype=torch.int32)
+    (emb, _, mask), seen = context_of(head, f, pos)
+    for b in range(B):
+        outside = {int(t) for t, o in zip(toks[b], ok[b]) if o and int(t) >= 40}
+        listed = [int(t) for t in f["ctx_ids"][b] if t >= 0]
+        assert sorted(listed) == sorted(outside) and len(listed) == len(set(listed))
+        for m, t in enumerate(listed):
+            first = next(j for j in range(L) if ok[b, j] and int(toks[b, j]) == t)
+            assert int(f["ctx_first"][b, m]) == first
+            assert torch.equal(seen[b, :, m], pos.long() > first)
+            assert torch.equal(emb[b, m], bb.model.embed_tokens.weight[t])
+    assert bool(((mask == 0) == seen).all())
+    # labels outside the 40 ids: draftable (counted) only where visible
+    _, n_ctx, _ = rollout_loss(head, f, 1)
+    _, n_plain, _ = rollout_loss(head, {k: v for k, v in f.items() if not k.startswith("ctx_")}, 1)
+    y = f["labels"][:, 1:]
+    want = 0
+    for b in range(B):
+        for t in range(L - 1):
+            lab = int(y[b, t])
+            if lab >= 40 and ok[b, t] and ok[b, t + 1]:
+                want += any(int(toks[b, j]) == lab for j in range(t + 1) if ok[b, j])
+    assert want > 0 and n_ctx - n_plain == want, (n_ctx, n_plain, want)

@@ -91,6 +91,31 @@ def test_runtime_equals_torch_and_plain(spec):
         assert lite["trace"] == ref["trace"]  # same drafts, same verify results, cycle by cycle
 
 
+@pytest.mark.parametrize("spec", EXPORT_FAMILIES)
+def test_context_space_on_litert_equals_torch_and_plain(spec):
+    """drafter_ctx.tflite (the head also drafts the text's own ids outside its draft space, rows filled by the
+    runtime from the embedder graph and the shared V cache) drafts what the torch reference drafts, cycle by cycle,
+    and the output stays plain greedy's. tiny:qwen3's head trained with the context space; tiny:llama's draft space
+    is its whole vocabulary, so its context stays empty."""
+    from mtplite.runtime.litert import Bundle
+
+    bb, head, *_ = trained(spec)
+    b = Bundle(bundle(spec), threads=1, mtp=True, context=True)
+    assert b.use_context and b.cx_M == 128
+    used = 0
+    for i, p in enumerate(PROMPTS[:12]):
+        ids = bb.encode(p)
+        n = [5, 13, 24, 40][i % 4]
+        ref = G.run(ids, G.torch_steps(bb, head, C, context=b.cx_M), max_new_tokens=n, eos_ids=set(bb.eos_ids), K=3,
+                    cache_len=C)
+        lite = G.run(ids, b.steps(), max_new_tokens=n, eos_ids=set(bb.eos_ids), K=3, cache_len=C)
+        plain = G.run(ids, b.steps(), max_new_tokens=n, eos_ids=set(bb.eos_ids), K=0, cache_len=C)
+        assert lite["tokens"] == ref["tokens"] == plain["tokens"], p
+        assert lite["trace"] == ref["trace"], p
+        used += bool(b.cx_ids)
+    assert (used == 0) if spec == "tiny:llama" else (used >= 6), used
+
+
 def test_zero_copy_shared_kv():
     bb, head, *_ = trained("tiny:gemma3")
     b = loaded("tiny:gemma3")

@@ -58,7 +58,8 @@ def write_golden(dirpath):
     from mtplite.runtime.lookup import lookup_steps
 
     bb, head, *_ = trained("tiny:gemma3")
-    b = Bundle(bundle("tiny:gemma3"), threads=1)
+    b = Bundle(bundle("tiny:gemma3"), threads=1, context=True)
+    b.use_context = False  # the traces replay the contract's drafter
     n = gated_plain = 0
     for i, prompt in enumerate(PROMPTS[:8]):
         ids = bb.encode(prompt)
@@ -87,7 +88,25 @@ def write_golden(dirpath):
             (dirpath / f"{i:02d}-{mode}.trace").write_text("\n".join(lines) + "\n")
             n += 1
     assert gated_plain > 0  # the gate really declined some drafts, so the traces exercise it
+    write_context_golden(dirpath, b)
     return n
+
+
+def write_context_golden(dirpath, b):
+    """Python's context draft space picks on random histories, for ContextSpaceTest (max 8 ids, so the cap binds)."""
+    import numpy as np
+
+    from mtplite.model.head import context_ids
+
+    M, S = 8, len(b.space_ids)
+    rng = np.random.default_rng(0)
+    lines = [f"space {' '.join(map(str, b.space_ids))}", f"vocab {b.V}", f"max {M}"]
+    for _ in range(24):
+        h = rng.integers(0, b.V, int(rng.integers(2, 60))).tolist()
+        pos = int(rng.integers(0, len(h) + 1))
+        got = context_ids(h[:pos], b.space_map, S, M)
+        lines.append(f"case {pos} | {' '.join(map(str, h))} | {' '.join(f'{t}@{j}' for t, j in got)}")
+    (dirpath / "context.golden").write_text("\n".join(lines) + "\n")
 
 
 def write_manifest_fixtures(dirpath):
@@ -121,6 +140,9 @@ def write_manifest_fixtures(dirpath):
         "gate-ok": (mut(lambda m: m.update(settings={"K": 3, "min_prob": 0.4})), None),
         "gate-string": (mut(lambda m: m.update(settings={"K": 3, "min_prob": "high"})), "min_prob"),
         "gate-range": (mut(lambda m: m.update(settings={"K": 3, "min_prob": 1.5})), "min_prob"),
+        "context-path": (mut(lambda m: m["context_drafter"].update(file="../drafter_ctx.tflite")), "context_drafter.file"),
+        "context-ids": (mut(lambda m: m["context_drafter"].update(space_ids=[-1])), "context_drafter.space_ids"),
+        "context-max": (mut(lambda m: m["context_drafter"].update(max_ids=0)), "context_drafter.max_ids"),
     }
     decisions = {}
     for name, (m, key) in cases.items():

@@ -21,8 +21,8 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from mtplite.model.decoder import causal_mask, softcap
-from mtplite.model.head import FLAG, MTPHead, default_copy_vocab, default_follow, head_config
+from mtplite.model.decoder import NEG_INF, causal_mask, softcap
+from mtplite.model.head import FLAG, MTPHead, default_copy_vocab, default_follow, head_config, token_rows
 from mtplite.train.distill import key_mask, pad_batch
 
 
@@ -47,7 +47,7 @@ def draft_vocab(rows, backbone, size):
 
 
 @torch.no_grad()
-def features(backbone, rows, layers, dtype=torch.float32, full_labels=False, v_only=()):
+def features(backbone, rows, layers, dtype=torch.float32, full_labels=False, v_only=(), space=None):
     """Teacher-forced backbone pass for one batch: activations, labels and the KV of `layers` (K left None for the
     layers in v_only: the copy read's layer 0 needs its V alone, and the cache of features keeps what it is given).
 
@@ -68,8 +68,48 @@ def features(backbone, rows, layers, dtype=torch.float32, full_labels=False, v_o
         for b, r in enumerate(rows):
             start = L - len(r["tokens"]) + r["prompt_len"] - 1  # position whose next token is the first generated
             labels[b, start : L - 1] = toks[b, start + 1 :]
-    return {"tokens": toks, "ok": ok, "act": act.float(), "labels": labels, "emb": dec.embed(toks).float(),
-            "kv": [(None if i in v_only else kv[i][0].float(), kv[i][1].float()) for i in layers]}
+    f = {"tokens": toks, "ok": ok, "act": act.float(), "labels": labels, "emb": dec.embed(toks).float(),
+         "kv": [(None if i in v_only else kv[i][0].float(), kv[i][1].float()) for i in layers]}
+    if space is not None:
+        f.update(context_features(dec, toks, ok, *space))
+    return f
+
+
+def context_features(dec, toks, ok, vocab_map, space):
+    """Each row's ids outside the draft space (vocab_map [V] -> index, `space` for none), for the context draft space
+    (MTPHead.step's ctx): ctx_ids [B,M] (-1 pads), the first position each occurs at (ctx_first; drafting at
+    position p sees the ids cached before p), their embedding rows and their layer-0 V rows. Every such id
+    of the row, not only the M newest the runtime keeps: rows rarely hold more than M = 128 (Gemma's 32 benchmark
+    prompts: 108 in all)."""
+    B, L = toks.shape
+    found = []
+    for b in range(B):
+        first = {}
+        for j in range(L):
+            t = int(toks[b, j])
+            if ok[b, j] and t not in first and int(vocab_map[t]) >= space:
+                first[t] = j
+        found.append(first)
+    M = max(1, max(len(x) for x in found))
+    ids = torch.full((B, M), -1, dtype=torch.long)
+    firsts = torch.full((B, M), L, dtype=torch.long)
+    for b, first in enumerate(found):
+        ids[b, : len(first)] = torch.tensor(list(first), dtype=torch.long)
+        firsts[b, : len(first)] = torch.tensor(list(first.values()), dtype=torch.long)
+    safe = ids.clamp(min=0)
+    with torch.no_grad():
+        lm = dec.embed_tokens.weight[safe].float()
+        rows = token_rows(dec, safe.reshape(-1)).reshape(B, M, -1)
+    return {"ctx_ids": ids, "ctx_first": firsts, "ctx_lm": lm, "ctx_rows": rows}
+
+
+def context_of(head, f, pos):
+    """MTPHead.step's ctx for anchors at `pos` [T] from context_features, or None."""
+    if "ctx_ids" not in f:
+        return None
+    seen = (f["ctx_first"][:, None, :] < pos.long()[None, :, None]) & (f["ctx_ids"][:, None, :] >= 0)  # [B,T,M]
+    mask = torch.where(seen, torch.tensor(0.0), torch.tensor(NEG_INF))
+    return (f["ctx_lm"], f["ctx_rows"] if head.copy is not None else None, mask), seen
 
 
 def template_of(row_id):
@@ -151,6 +191,7 @@ def rollout_loss(head, f, K, teacher=None, kd=0.0, feat=0.0):
     run = torch.ones(B, L - 1, dtype=torch.bool)  # anchor still "accepted" through previous steps
     total, count = sum(p.sum() * 0.0 for p in head.parameters()), 0
     accepted = torch.zeros(B, L - 1)
+    ctx, seen = context_of(head, f, pos) or (None, None)
     for k in range(1, K + 1):
         idx = torch.arange(1, L) + (k - 1)
         inb = idx < L
@@ -158,10 +199,14 @@ def rollout_loss(head, f, K, teacher=None, kd=0.0, feat=0.0):
         if k > 1:  # the fed token must equal the backbone's greedy choice, else drafting would have stopped
             valid = valid & inb & (toks[:, idx] == y[:, idx - 1])
         x2 = torch.cat([emb[:, idx], h], -1)
-        d, h = head.step(x2, pos, km, f["kv"])
+        d, h = head.step(x2, pos, km, f["kv"], ctx)
         yk = y[:, idx]
         tgt = head.vocab_map[yk.clamp(min=0)].long()
-        m = valid & (yk >= 0) & (tgt < head.space)
+        tgt = torch.where(tgt >= head.space, d.shape[-1], tgt)  # outside the draft space: no draft can be right
+        if ctx is not None:  # a label outside the draft space is draftable where the context space holds it
+            hit = (yk[..., None] == f["ctx_ids"][:, None, :]) & seen
+            tgt = torch.where(hit.any(-1), head.space + hit.float().argmax(-1), tgt)
+        m = valid & (yk >= 0) & (tgt < d.shape[-1])
         if m.any():
             ce = F.cross_entropy(d[m], tgt[m], reduction="sum")
             if kd:
@@ -310,7 +355,8 @@ def pick_dtype(name, backbone, device, log=print):
 
 def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, num_blocks=1, epochs=4, batch=8,
                lr=1e-3, budget_s=None, seed=0, progress=True, log=print, val_rows=None, dtype=torch.float32,
-               init_head=None, copy_heads=0, copy_ngram=3, copy_follow="auto", copy_vocab=0, kd=0.0, feat=0.0):
+               init_head=None, copy_heads=0, copy_ngram=3, copy_follow="auto", copy_vocab=0, kd=0.0, feat=0.0,
+               context=0):
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     ddp = world > 1
@@ -320,6 +366,7 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
     if init_head is not None:  # fine-tune (e.g. onto a quantized backbone): keeps its config and draft vocabulary
         head = copy.deepcopy(init_head).train()
         head.to(next(backbone.model.parameters()).device)
+        head.c.context = context or head.c.context  # a head trained without the context space can learn it
     else:
         if copy_vocab == "auto":
             copy_vocab = default_copy_vocab(backbone.model.c.vocab_size, copy_heads)
@@ -330,7 +377,7 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
             copy_follow = default_follow(backbone.model.c.hidden_size, copy_heads, copy_ngram)
         head = MTPHead(head_config(backbone.model.c, dv, K=K, read_layers=read_layers, num_blocks=num_blocks,
                                    copy_heads=copy_heads, copy_ngram=copy_ngram, copy_follow=copy_follow,
-                                   copy_ids=copy_ids))
+                                   copy_ids=copy_ids, context=context))
         head.init_from_backbone(backbone.model)
     c = head.c
     model = Rollout(head, K, teacher_rows(head, backbone) if kd else None, kd, feat)
@@ -377,7 +424,8 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
                 # under DDP every rank takes its share of the rows of the same batch: with the loss normalised by
                 # the global count, the summed gradient equals the one-process gradient of the whole batch
                 mine = batches[bi][rank::world]
-                f = features(backbone, [rows[i] for i in mine], head.kv_layers, dtype, v_only=head.v_only_layers) if mine else None
+                f = features(backbone, [rows[i] for i in mine], head.kv_layers, dtype, v_only=head.v_only_layers,
+                             space=space_of(head)) if mine else None
                 if epochs > 1:  # kept for the next epochs, in the backbone's dtype (1M tokens: 16 GB in float32)
                     cache[bi] = pack(f, dtype)
             if f is None:
@@ -415,15 +463,22 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
     return head, {"history": history, "train_s": time.time() - t0, "best_val_accept_length": best[0], "steps": steps}
 
 
+def space_of(head, context=None):
+    """features()'s `space` argument: the head's draft space where it drafts with a context space, else None."""
+    return (head.vocab_map, head.space) if (head.c.context if context is None else context) else None
+
+
 @torch.no_grad()
-def accepted_runs(head, backbone, rows, K, batch=8, dtype=torch.float32):
-    """Teacher-forced drafts accepted in a row at every anchor of `rows` (one backbone pass per row)."""
-    acc = [rollout_loss(head, features(backbone, rows[i : i + batch], head.kv_layers, dtype, v_only=head.v_only_layers), K)[2]
+def accepted_runs(head, backbone, rows, K, batch=8, dtype=torch.float32, context=None):
+    """Teacher-forced drafts accepted in a row at every anchor of `rows` (one backbone pass per row). context: with
+    or without the context draft space (default: as the head trained)."""
+    acc = [rollout_loss(head, features(backbone, rows[i : i + batch], head.kv_layers, dtype, v_only=head.v_only_layers,
+                                       space=space_of(head, context)), K)[2]
            for i in range(0, len(rows), batch)]
     return torch.cat(acc) if acc else torch.zeros(0)
 
 
-def evaluate(head, backbone, rows, K, batch=8, dtype=torch.float32):
+def evaluate(head, backbone, rows, K, batch=8, dtype=torch.float32, context=None):
     """Teacher-forced estimate of accept_length: 1 + drafts accepted in a row, over every anchor."""
-    a = accepted_runs(head, backbone, rows, K, batch, dtype)
+    a = accepted_runs(head, backbone, rows, K, batch, dtype, context)
     return float(1 + a.mean()) if len(a) else 0.0

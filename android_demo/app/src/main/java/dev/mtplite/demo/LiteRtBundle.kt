@@ -5,6 +5,7 @@ import com.google.ai.edge.litert.CompiledModel
 import com.google.ai.edge.litert.Environment
 import com.google.ai.edge.litert.TensorBuffer
 import dev.mtplite.core.Backbone
+import dev.mtplite.core.ContextSpace
 import dev.mtplite.core.Decoded
 import dev.mtplite.core.DraftStep
 import dev.mtplite.core.Drafter
@@ -14,6 +15,7 @@ import dev.mtplite.core.Manifest
 import dev.mtplite.core.NEG_INF
 import dev.mtplite.core.Verified
 import dev.mtplite.core.argmax
+import dev.mtplite.core.unitRms
 import java.io.File
 
 /**
@@ -22,7 +24,8 @@ import java.io.File
  * output) and to the drafter (input): the drafter reads the backbone's cache with zero copies, exactly as the Python
  * runtime (mtplite/runtime/litert.py) does.
  */
-class LiteRtBundle(dir: File, val man: Manifest, accelerator: Accelerator = Accelerator.CPU, withDrafter: Boolean = true) :
+class LiteRtBundle(dir: File, val man: Manifest, accelerator: Accelerator = Accelerator.CPU, withDrafter: Boolean = true,
+                   withContext: Boolean = true) :
     Backbone, Drafter, Embedder, AutoCloseable {
     private val env = Environment.create()
     private fun load(name: String) =
@@ -31,6 +34,9 @@ class LiteRtBundle(dir: File, val man: Manifest, accelerator: Accelerator = Acce
     val embedder = load(man.files.getValue("embedder"))
     val backbone = load(man.files.getValue("backbone"))
     val drafter = if (withDrafter) load(man.files.getValue("drafter")) else null
+    // drafter_ctx: the head that also drafts the text's own ids outside its draft space (manifest.context_drafter)
+    val drafterCtx = if (withDrafter && withContext && man.context != null) load(man.context.file) else null
+    var useContext = drafterCtx != null
     private val h = man.hiddenSize
     private val c = man.cacheLength
     private val v = man.vocabSize
@@ -49,6 +55,8 @@ class LiteRtBundle(dir: File, val man: Manifest, accelerator: Accelerator = Acce
     val kvBytes: Long = kvNames.sumOf { n ->
         man.signatures.getValue("backbone").getValue("decode").inputs.getValue(n).shape.fold(4L) { a, b -> a * b }
     }
+
+    private val hist = IntArray(c)  // the token at each cached position, for the context draft space
 
     fun reset() = kv.forEach { (n, b) ->
         val size = man.signatures.getValue("backbone").getValue("decode").inputs.getValue(n).shape.fold(1L) { a, x -> a * x }
@@ -76,6 +84,7 @@ class LiteRtBundle(dir: File, val man: Manifest, accelerator: Accelerator = Acce
         ins.getValue("embeddings").writeFloat(emb)
         ins.getValue("input_pos").writeInt(pos)
         ins.getValue("mask").writeFloat(mask)
+        ids.forEachIndexed { i, t -> if (pos0 + i < c) hist[pos0 + i] = t }
         backbone.run(ins + kv, outs + kv, sig)
         return outs
     }
@@ -108,6 +117,7 @@ class LiteRtBundle(dir: File, val man: Manifest, accelerator: Accelerator = Acce
     var gate = GatedDraft(0.0)
 
     override fun draft(token: Int, activation: FloatArray, pos: Int, k: Int): IntArray? {
+        if (useContext) return draftWithContext(token, activation, pos, k)
         val d = drafter ?: error("bundle loaded without the drafter")
         val (ins, outs) = buffers(d, "mtp_drafter", "drafter")
         val reads = kv.filterKeys { it in man.signatures.getValue("drafter").getValue("mtp_drafter").inputs }
@@ -120,8 +130,69 @@ class LiteRtBundle(dir: File, val man: Manifest, accelerator: Accelerator = Acce
         }
     }
 
+    private val ctx = man.context?.let { ContextSpace(it.spaceIds, v, it.maxIds) }
+    private val ctxRows = HashMap<Int, Pair<FloatArray, FloatArray?>>()  // id -> (embedding row, layer-0 V row)
+    private var ctxPicked: List<Pair<Int, Int>>? = null
+    private val ctxIo by lazy {
+        val sig = man.context!!.signature
+        Pair(sig.inputs.keys.filterNot { it.startsWith("kv_cache_") }.associateWith { drafterCtx!!.createInputBuffer(it, "mtp_drafter_ctx") },
+            sig.outputs.keys.associateWith { drafterCtx!!.createOutputBuffer(it, "mtp_drafter_ctx") })
+    }
+
+    /** As Bundle.context_space in Python: fill drafter_ctx's context inputs for a draft at [pos]. */
+    private fun contextInputs(pos: Int, ins: Map<String, TensorBuffer>): List<Pair<Int, Int>> {
+        val cd = man.context!!
+        val picked = ctx!!.pick(hist, pos)
+        if (picked == ctxPicked) return picked
+        val fresh = picked.filter { it.first !in ctxRows }
+        if (fresh.isNotEmpty()) {
+            var v0: FloatArray? = null
+            val shape = man.signatures.getValue("backbone").getValue("decode").inputs.getValue("kv_cache_v_0").shape  // [1,KVH,D,C]
+            if (cd.copyRows) v0 = kv.getValue("kv_cache_v_0").readFloat()
+            val rowsPerId = (shape[1] * shape[2]).toInt()
+            for (chunk in fresh.chunked(man.prefillLengths.max())) {
+                val e = embed(chunk.map { it.first }.toIntArray())
+                chunk.forEachIndexed { i, (t, j) ->
+                    val row = FloatArray(h) { e[i][it] / cd.embedScale }
+                    val vr = v0?.let { a -> unitRms(FloatArray(rowsPerId) { r -> a[r * c + j] }) }
+                    ctxRows[t] = row to vr
+                }
+            }
+        }
+        val m = cd.maxIds
+        val emb = FloatArray(m * h)
+        val mask = FloatArray(m) { NEG_INF }
+        picked.forEachIndexed { i, (t, _) -> ctxRows.getValue(t).first.copyInto(emb, i * h); mask[i] = 0f }
+        ins.getValue("context_emb").writeFloat(emb)
+        ins.getValue("context_mask").writeFloat(mask)
+        ins["context_rows"]?.let { b ->
+            val dt = cd.signature.inputs.getValue("context_rows").shape.last().toInt()
+            val rows = FloatArray(m * dt)
+            picked.forEachIndexed { i, (t, _) -> ctxRows.getValue(t).second!!.copyInto(rows, i * dt) }
+            b.writeFloat(rows)
+        }
+        ctxPicked = picked
+        return picked
+    }
+
+    private fun draftWithContext(token: Int, activation: FloatArray, pos: Int, k: Int): IntArray? {
+        val d = drafterCtx ?: error("bundle has no drafter_ctx")
+        val (ins, outs) = ctxIo
+        val reads = kv.filterKeys { it in man.context!!.signature.inputs }
+        val picked = contextInputs(pos, ins)
+        ins.getValue("input_pos").writeInt(intArrayOf(pos))
+        ins.getValue("mask").writeFloat(FloatArray(c) { if (it <= pos) 0f else NEG_INF })
+        return gate.draft(token, activation, k) { tok, act ->
+            ins.getValue("activations").writeFloat(embed(intArrayOf(tok))[0] + act)
+            d.run(ins + reads, outs, "mtp_drafter_ctx")
+            DraftStep(outs.getValue("draft_logits").readFloat(), outs.getValue("projected_activations").readFloat()) {
+                ctx!!.tokenOf(it, picked)
+            }
+        }
+    }
+
     override fun close() {
-        (listOf(embedder, backbone) + listOfNotNull(drafter)).forEach { it.close() }
+        (listOf(embedder, backbone) + listOfNotNull(drafter, drafterCtx)).forEach { it.close() }
         env.close()
     }
 

@@ -83,15 +83,19 @@ class MainActivity : Activity() {
         val weights = man.files.filterKeys { it != "tokenizer" }.mapValues { File(dir, it.value).length() }
         JsonlWriter(out).use { w ->
             // as `mtplite bench`: '+gate' modes only when calibrate chose a gate; hybrid = prompt lookup, else the head
-            val modes = listOf("plain", "mtp", "hybrid") + (if (man.minProb > 0) listOf("mtp+gate", "hybrid+gate") else emptyList())
+            // '+ctx' when the bundle has drafter_ctx: the head also drafts the text's own ids outside its draft space
+            val modes = listOf("plain", "mtp", "hybrid") + (if (man.minProb > 0) listOf("mtp+gate", "hybrid+gate") else emptyList()) +
+                (if (man.context != null) listOf("mtp+ctx", "hybrid+ctx") else emptyList())
             for (mode in modes) {
                 val spec = mode != "plain"
                 val before = pss()
-                val b = LiteRtBundle(dir, man, withDrafter = spec)
+                val b = LiteRtBundle(dir, man, withDrafter = spec, withContext = "+ctx" in mode)
                 b.gate = GatedDraft(if (mode.endsWith("+gate")) man.minProb else 0.0)
+                b.useContext = "+ctx" in mode
                 val after = pss()
                 val wbytes = weights.getValue("backbone") + weights.getValue("embedder") +
-                    (if (spec) weights.getValue("drafter") else 0L)
+                    (if (spec) weights.getValue("drafter") else 0L) +
+                    (if ("+ctx" in mode) File(dir, man.context!!.file).length() else 0L)
                 for (p in prompts) {
                     b.reset()
                     val ids = (p["ids"] as List<*>).map { (it as Long).toInt() }.toIntArray()

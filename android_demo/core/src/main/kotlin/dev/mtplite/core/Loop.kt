@@ -172,8 +172,45 @@ class HybridDrafter(prompt: IntArray, private val head: Drafter?) : Drafter {
     }
 }
 
-/** One call of the drafter graph: its full-vocabulary logits and the projected activation for the next draft step. */
-class DraftStep(val logits: FloatArray, val activation: FloatArray)
+/**
+ * One call of the drafter graph: its logits and the projected activation for the next draft step. [tokenOf] maps a
+ * logit index to its token id where the logits are over a draft space (drafter_ctx) rather than the full vocabulary.
+ */
+class DraftStep(val logits: FloatArray, val activation: FloatArray, val tokenOf: ((Int) -> Int)? = null)
+
+/**
+ * The context draft space, as mtplite.runtime.litert.Bundle.context_space: the [maxIds] newest distinct ids of the
+ * cached text outside the head's draft space ([spaceIds]), which drafter_ctx scores after the draft space, so the
+ * head can draft a rare token the text already holds (a name, a number). The caller fills the graph's context
+ * inputs from [pick]: each id's embedding row (embedder output / embed_scale) and, with copy_rows, layer 0's V row
+ * at the id's position, scaled to unit RMS ([unitRms]).
+ */
+class ContextSpace(val spaceIds: IntArray, vocabSize: Int, val maxIds: Int) {
+    private val index = IntArray(vocabSize) { spaceIds.size }.also { m -> spaceIds.forEachIndexed { i, t -> m[t] = i } }
+
+    /** (id, latest position < [pos]) pairs, newest first: what a draft at [pos] may copy. */
+    fun pick(history: IntArray, pos: Int): List<Pair<Int, Int>> {
+        val out = LinkedHashMap<Int, Int>()
+        for (j in minOf(pos, history.size) - 1 downTo 0) {
+            val t = history[j]
+            if (t !in out && index[t] >= spaceIds.size) {
+                out[t] = j
+                if (out.size == maxIds) break
+            }
+        }
+        return out.entries.map { it.key to it.value }
+    }
+
+    /** A drafter_ctx logit index -> its token id, given the picked ids. */
+    fun tokenOf(i: Int, picked: List<Pair<Int, Int>>): Int = if (i < spaceIds.size) spaceIds[i] else picked[i - spaceIds.size].first
+}
+
+fun unitRms(x: FloatArray): FloatArray {
+    var ss = 0.0
+    for (v in x) ss += v.toDouble() * v
+    val r = (1.0 / kotlin.math.sqrt(ss / x.size + 1e-6)).toFloat()
+    return FloatArray(x.size) { x[it] * r }
+}
 
 /**
  * The head's k drafts behind a confidence gate, as mtplite.runtime.litert.Bundle.draft: drafting stops at the first
@@ -193,9 +230,10 @@ class GatedDraft(private val minProb: Double) {
         var act = activation
         for (j in 0 until k) {
             val s = step(tok, act)
-            tok = argmax(s.logits)
+            val i = argmax(s.logits)
+            tok = s.tokenOf?.invoke(i) ?: i
             if (minProb > 0) {
-                probs.add(topProb(s.logits, tok))
+                probs.add(if (s.tokenOf == null) topProb(s.logits, i) else spaceProb(s.logits, i))
                 if (probs.last() < minProb) break
             }
             act = s.activation
@@ -204,6 +242,14 @@ class GatedDraft(private val minProb: Double) {
         lastProbs = probs
         if (out.isEmpty()) return null
         return IntArray(k) { out[minOf(it, out.size - 1)] }
+    }
+
+    /** Softmax probability of [top] over draft-space logits (masked context slots at NEG_INF add nothing). */
+    fun spaceProb(logits: FloatArray, top: Int): Double {
+        val m = logits[top].toDouble()
+        var sum = 0.0
+        for (x in logits) sum += kotlin.math.exp(x - m)
+        return 1.0 / sum
     }
 
     /** Softmax probability of [top]. The head scores only its draft vocabulary (the rest is NEG_INF), found once. */

@@ -15,7 +15,12 @@ data class Manifest(
     val bosId: Int?, val files: Map<String, String>, val signatures: Map<String, Map<String, Signature>>,
     val settingsK: Any?, val backboneFingerprint: String?, val headFingerprint: String?,
     val minProb: Double = 0.0,  // settings.min_prob: the head's confidence gate chosen by `mtplite calibrate`
+    val context: ContextDrafter? = null,  // drafter_ctx.tflite: the head with the context draft space (ContextSpace)
 )
+
+/** manifest.context_drafter: the drafter graph that also drafts the text's own ids outside the draft space. */
+data class ContextDrafter(val file: String, val maxIds: Int, val spaceIds: IntArray, val embedScale: Float,
+                          val copyRows: Boolean, val signature: Signature)
 
 const val FORMAT_VERSION = 1L
 
@@ -87,9 +92,25 @@ fun parseManifest(text: String, where: String): Manifest {
     if (minProb < 0 || minProb > 1) fail(where, "settings.min_prob = $minProb must be in [0, 1]; re-run `mtplite calibrate`")
     val man = Manifest(k, c, v, h, nl, dv, pl.map { it.toInt() }, rl.map { it.toInt() }, eos.map { it.toInt() },
         (m["bos_id"] as? Long)?.toInt(), files.entries.associate { it.key.toString() to it.value.toString() }, sigs,
-        settings?.get("K"), m["backbone_fingerprint"] as? String, m["head_fingerprint"] as? String, minProb)
+        settings?.get("K"), m["backbone_fingerprint"] as? String, m["head_fingerprint"] as? String, minProb,
+        m["context_drafter"]?.let { parseContext(it, v, where) })
     checkContract(man, where)
     return man
+}
+
+private fun parseContext(x: Any?, vocab: Int, where: String): ContextDrafter {
+    val cd = x as? Map<*, *> ?: fail(where, "field 'context_drafter' must be an object; re-run `mtplite export`")
+    val f = cd["file"]
+    if (f !is String || '/' in f || '\\' in f || f.startsWith(".")) fail(where, "context_drafter.file must be a plain file name next to the manifest")
+    val m = cd["max_ids"]
+    if (m !is Long || m <= 0 || m >= (1L shl 16)) fail(where, "context_drafter.max_ids = $m must be a positive int")
+    val ids = intList(cd["space_ids"])
+    if (ids == null || ids.isEmpty() || ids.any { it < 0 || it >= vocab }) fail(where, "context_drafter.space_ids must be token ids < vocab_size")
+    val scale = when (val e = cd["embed_scale"]) { is Double -> e; is Long -> e.toDouble(); else -> -1.0 }
+    if (scale <= 0) fail(where, "context_drafter.embed_scale = ${cd["embed_scale"]} must be a positive number")
+    val sig = (cd["signatures"] as? Map<*, *>)?.get("mtp_drafter_ctx") ?: fail(where, "context_drafter.signatures lacks 'mtp_drafter_ctx'")
+    return ContextDrafter(f, m.toInt(), ids.map { it.toInt() }.toIntArray(), scale.toFloat(), cd["copy_rows"] == true,
+        parseSig(sig, where))
 }
 
 /** The LiteRT-LM MTP contract on the recorded signatures (same rules as contract.check_contract). */

@@ -202,3 +202,34 @@ class ManifestFixtureTest {
         File(dir, "kotlin-decisions.txt").writeText(report.toString())
     }
 }
+
+/** The context draft space picks what Python's context_ids picks (golden cases written by tests/test_kotlin.py). */
+class ContextSpaceTest {
+    @Test fun newestDistinctIdsOutsideTheSpaceBeforePos() {
+        val cs = ContextSpace(intArrayOf(1, 2, 3), 10, 2)
+        val h = intArrayOf(1, 7, 2, 8, 7, 9, 3)
+        assertEquals(listOf(7 to 4, 8 to 3), cs.pick(h, 5))  // 9 at position 5 is not cached yet
+        assertEquals(listOf(9 to 5, 7 to 4), cs.pick(h, 7))
+        assertEquals(emptyList<Pair<Int, Int>>(), cs.pick(h, 1))
+        assertEquals(2, cs.tokenOf(1, cs.pick(h, 7)))
+        assertEquals(7, cs.tokenOf(4, cs.pick(h, 7)))
+        val r = unitRms(floatArrayOf(3f, -4f))
+        assertEquals(1.0, (r[0] * r[0] + r[1] * r[1]) / 2.0, 1e-5)
+    }
+
+    @Test fun sameIdsAsPython() {
+        val f = File(System.getProperty("mtplite.golden") ?: return, "context.golden")
+        val lines = f.readLines()
+        val space = lines[0].removePrefix("space ").split(" ").map { it.toInt() }.toIntArray()
+        val vocab = lines[1].removePrefix("vocab ").toInt()
+        val cs = ContextSpace(space, vocab, lines[2].removePrefix("max ").toInt())
+        var n = 0
+        for (l in lines.drop(3)) {
+            val (pos, hist, want) = l.removePrefix("case ").split(" | ")
+            val h = hist.split(" ").map { it.toInt() }.toIntArray()
+            assertEquals(want, cs.pick(h, pos.toInt()).joinToString(" ") { "${it.first}@${it.second}" }, l)
+            n++
+        }
+        assertTrue(n >= 20)
+    }
+}
