@@ -103,17 +103,17 @@ def test_context_space_on_litert_equals_torch_and_plain(spec):
     b = Bundle(bundle(spec), threads=1, mtp=True, context=True)
     assert b.use_context and b.cx_M == 128
     used = 0
-    for i, p in enumerate(PROMPTS[:12]):
+    for i, p in enumerate(PROMPTS[:8]):
         ids = bb.encode(p)
         n = [5, 13, 24, 40][i % 4]
         ref = G.run(ids, G.torch_steps(bb, head, C, context=b.cx_M), max_new_tokens=n, eos_ids=set(bb.eos_ids), K=3,
                     cache_len=C)
         lite = G.run(ids, b.steps(), max_new_tokens=n, eos_ids=set(bb.eos_ids), K=3, cache_len=C)
+        used += bool(b.cx_ids)  # the last cycle drafted with a non-empty context space
         plain = G.run(ids, b.steps(), max_new_tokens=n, eos_ids=set(bb.eos_ids), K=0, cache_len=C)
         assert lite["tokens"] == ref["tokens"] == plain["tokens"], p
         assert lite["trace"] == ref["trace"], p
-        used += bool(b.cx_ids)
-    assert (used == 0) if spec == "tiny:llama" else (used >= 6), used
+    assert (used == 0) if spec == "tiny:llama" else (used >= 4), used
 
 
 def test_zero_copy_shared_kv():
