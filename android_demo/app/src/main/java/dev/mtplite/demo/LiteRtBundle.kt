@@ -35,7 +35,7 @@ class LiteRtBundle(dir: File, val man: Manifest, accelerator: Accelerator = Acce
     val backbone = load(man.files.getValue("backbone"))
     val drafter = if (withDrafter) load(man.files.getValue("drafter")) else null
     // drafter_ctx: the head that also drafts the text's own ids outside its draft space (manifest.context_drafter)
-    val drafterCtx = if (withDrafter && withContext && man.context != null) load(man.context.file) else null
+    val drafterCtx = man.context?.let { if (withDrafter && withContext) load(it.file) else null }
     var useContext = drafterCtx != null
     private val h = man.hiddenSize
     private val c = man.cacheLength
