@@ -728,7 +728,7 @@ def test_soft_targets_and_feature_regression_aim_at_the_backbones_own_position()
     def fake(off=0, temp=1.0, noise=0.0):
         k = []
 
-        def step(x2, pos, mask, kv):
+        def step(x2, pos, mask, kv, ctx=None):
             idx = (torch.arange(1, L) + len(k) + off).clamp(0, L - 1)
             k.append(1)
             t = bb.model.logits(f["act"][:, idx])[..., head.draft_ids_t[: head.c.draft_vocab_size]] / temp
