@@ -669,7 +669,7 @@ def test_follow_pointer_drafts_lookups_continuation(spec, draft, context):
         f = features(bb, [{"tokens": seq, "prompt_len": 1}], head.kv_layers,
                      space=(head.vocab_map, head.space) if context else None)
         if context:
-            f["ctx_lm"].zero_()
+            f["ctx_emb"].zero_()
         for P in range(3, L):
             tail = seq[P - 2 : P + 1]
             ms = [s for s in range(P - 3, -1, -1) if seq[s : s + 3] == tail]

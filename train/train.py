@@ -98,9 +98,9 @@ def context_features(dec, toks, ok, vocab_map, space):
         firsts[b, : len(first)] = torch.tensor(list(first.values()), dtype=torch.long)
     safe = ids.clamp(min=0)
     with torch.no_grad():
-        lm = dec.embed_tokens.weight[safe].float()
+        emb_rows = dec.embed_tokens.weight[safe].float()
         rows = token_rows(dec, safe.reshape(-1)).reshape(B, M, -1)
-    return {"ctx_ids": ids, "ctx_first": firsts, "ctx_lm": lm, "ctx_rows": rows}
+    return {"ctx_ids": ids, "ctx_first": firsts, "ctx_emb": emb_rows, "ctx_rows": rows}
 
 
 def context_of(head, f, pos):
@@ -109,7 +109,7 @@ def context_of(head, f, pos):
         return None
     seen = (f["ctx_first"][:, None, :] < pos.long()[None, :, None]) & (f["ctx_ids"][:, None, :] >= 0)  # [B,T,M]
     mask = torch.where(seen, torch.tensor(0.0), torch.tensor(NEG_INF))
-    return (f["ctx_lm"], f["ctx_rows"] if head.copy is not None else None, mask), seen
+    return (f["ctx_emb"], f["ctx_rows"] if head.copy is not None else None, mask), seen
 
 
 def template_of(row_id):
