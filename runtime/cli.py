@@ -125,7 +125,8 @@ def calibrate(out, prompts=None, threads=2, max_new=48, progress=print, n=12):
     from mtplite.paths import write_text_atomic
     from mtplite.runtime.litert import Bundle, load_tokenizer
 
-    b = Bundle(out, threads=threads, mtp=True)
+    # the drafter `mtplite generate` runs by default: drafter_ctx where the bundle has one
+    b = Bundle(out, threads=threads, mtp=True, context=True)
     tok = load_tokenizer(out)
     K = b.K
     if prompts is None:
@@ -175,6 +176,7 @@ def calibrate(out, prompts=None, threads=2, max_new=48, progress=print, n=12):
                        "predicted_speedup_per_k": {str(k): round(v, 3) for k, v in pred.items()},
                        "predicted_speedup_per_gate": {str(g): round(v, 3) for g, v in gate_pred.items()},
                        "prompts": len(prompts), "threads": threads,
+                       "drafter": "drafter_ctx" if b.use_context else "drafter",
                        "calibrated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     write_text_atomic(mpath, json.dumps(man, indent=1))
     return man["settings"]

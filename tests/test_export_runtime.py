@@ -287,6 +287,14 @@ def test_confidence_gate_declines_unsure_drafts_and_stays_exact(tmp_path):
         assert [r["tokens"] for r in runs] == plain
         assert all(check(r) for r in runs[:1]) and any(check(r) for r in runs), gate
     b.min_prob = 0.0
+    # the same with drafter_ctx (its probabilities come from draft-space logits): a gate nobody passes, then none
+    from mtplite.runtime.litert import Bundle
+
+    bc = Bundle(bundle("tiny:gemma3"), threads=1, context=True)
+    for gate, check in ((1.01, lambda r: r["cycles"] == 0), (0.0, lambda r: r["cycles"] > 0)):
+        bc.min_prob = gate
+        runs = [G.run(x, bc.steps(), max_new_tokens=30, eos_ids=set(bb.eos_ids), K=3, cache_len=C) for x in ids]
+        assert [r["tokens"] for r in runs] == plain and all(check(r) for r in runs), gate
 
     # the predictor: no gate = the ungated cycle cost; a gate nobody passes = plain decoding plus one drafter step
     cycles = [([0.9, 0.8, 0.2], 2), ([0.3, 0.9, 0.9], 0), ([0.95, 0.9, 0.9], 3)]
@@ -298,6 +306,7 @@ def test_confidence_gate_declines_unsure_drafts_and_stays_exact(tmp_path):
     shutil.copytree(bundle("tiny:gemma3"), out)
     s = calibrate(out, [{"prompt": p} for p in PROMPTS[:4]], threads=1)
     assert s["min_prob"] in GATES and set(s["predicted_speedup_per_gate"]) == {str(g) for g in GATES}
+    assert s["drafter"] == "drafter_ctx"  # calibrated on the drafter generate runs by default
     man_path = out / "android" / "manifest.json"
     man = json.loads(man_path.read_text())
     man["settings"]["min_prob"] = first[len(first) // 2]
