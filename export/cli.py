@@ -8,7 +8,7 @@ from mtplite.errors import UserError
 
 def cmd_export(a):
     from mtplite.export.export import export
-    from mtplite.model.head import load_head
+    from mtplite.model.head import check_context, load_head
     from mtplite.model.load import load_backbone
 
     try:
@@ -22,8 +22,7 @@ def cmd_export(a):
         from mtplite.quantize.quantize import parse_recipe
 
         quant = parse_recipe(a.quant)
-    if a.context < 0:
-        raise UserError(f"--context {a.context}: ids of the text the head may also draft, 0 (none) or more")
+    check_context(a.context)
     bb = load_backbone(a.backbone)
     head, doc = load_head(a.head, bb.fingerprint)
     from mtplite.export.export import load_standalone

@@ -150,18 +150,28 @@ def check_context(sig, kv_ref, m, where):
     if d is None:
         raise UserError(f"{where}: {cd['file']} lacks signature 'mtp_drafter_ctx' (has {sorted(sig)}); re-export")
     M, H, S = cd["max_ids"], m["hidden_size"], len(cd["space_ids"])
-    expect = {("inputs", "activations"): [1, 1, 2 * H], ("inputs", "context_emb"): [1, M, H],
-              ("inputs", "context_mask"): [1, 1, M], ("outputs", "draft_logits"): [1, 1, S + M],
-              ("outputs", "projected_activations"): [1, 1, H]}
+    check_drafter_io(d, kv_ref, {("inputs", "activations"): [1, 1, 2 * H], ("inputs", "context_emb"): [1, M, H],
+                                 ("inputs", "context_mask"): [1, 1, M], ("outputs", "draft_logits"): [1, 1, S + M],
+                                 ("outputs", "projected_activations"): [1, 1, H]}, where, cd["file"])
+
+
+def check_drafter_io(d, kv_ref, expect, where, label="drafter"):
+    """A drafter signature reads the backbone's own KV buffers (same names, shapes, dtypes) and has `expect`'s
+    {(io, name): shape}."""
+    kv_in = [n for n in d["inputs"] if n.startswith("kv")]
+    if not kv_in:
+        raise UserError(f"{where}: {label} reads no kv_cache_* tensor")
+    for name in kv_in:
+        t, ref = d["inputs"][name], kv_ref.get(name)
+        if ref is None:
+            raise UserError(f"{where}: {label} input {name} {t['shape']} has no backbone tensor of that name")
+        if t["shape"] != ref["shape"] or t["dtype"] != ref["dtype"]:
+            raise UserError(f"{where}: {label} {name} is {t['dtype']}{t['shape']} but backbone {name} is "
+                            f"{ref['dtype']}{ref['shape']}: the KV buffers cannot be shared")
     for (io, name), shape in expect.items():
         t = d[io].get(name)
         if t is None or t["shape"] != shape:
-            raise UserError(f"{where}: {cd['file']} {io[:-1]} {name} is {t and t['shape']}, expected {shape}; re-export")
-    for name, t in d["inputs"].items():
-        ref = kv_ref.get(name)
-        if name.startswith("kv") and (ref is None or t["shape"] != ref["shape"] or t["dtype"] != ref["dtype"]):
-            raise UserError(f"{where}: {cd['file']} {name} is {t['dtype']}{t['shape']} but the backbone's is "
-                            f"{ref and (ref['dtype'], ref['shape'])}: the KV buffers cannot be shared")
+            raise UserError(f"{where}: {label} {io[:-1]} {name} is {t and t['shape']}, expected {shape}")
 
 
 def _need(man, key, typ, where):
@@ -249,22 +259,9 @@ def check_contract(sigs, m, where="bundle"):
             if "mask" in sig["inputs"] and sig["inputs"]["mask"]["dtype"] != "float32":
                 raise UserError(f"{where}: backbone {sname} mask is {sig['inputs']['mask']['dtype']}; LiteRT-LM "
                                 "needs a float additive mask (a bool mask masks nothing)")
-    kv_in = [n for n in d["inputs"] if n.startswith("kv")]
-    if not kv_in:
-        raise UserError(f"{where}: drafter reads no kv_cache_* tensor")
-    for name in kv_in:
-        t, ref = d["inputs"][name], kv_ref.get(name)
-        if ref is None:
-            raise UserError(f"{where}: drafter input {name} {t['shape']} has no backbone tensor of that name")
-        if t["shape"] != ref["shape"] or t["dtype"] != ref["dtype"]:
-            raise UserError(f"{where}: drafter {name} is {t['dtype']}{t['shape']} but backbone {name} is "
-                            f"{ref['dtype']}{ref['shape']}: the KV buffers cannot be shared")
-    expect = {("inputs", "activations"): [1, 1, 2 * H], ("inputs", "input_pos"): [1], ("inputs", "mask"): [1, 1, 1, C],
-              ("outputs", "logits"): [1, 1, V], ("outputs", "projected_activations"): [1, 1, H]}
-    for (io, name), shape in expect.items():
-        t = d[io].get(name)
-        if t is None or t["shape"] != shape:
-            raise UserError(f"{where}: drafter {io[:-1]} {name} is {t and t['shape']}, expected {shape}")
+    check_drafter_io(d, kv_ref, {("inputs", "activations"): [1, 1, 2 * H], ("inputs", "input_pos"): [1],
+                                 ("inputs", "mask"): [1, 1, 1, C], ("outputs", "logits"): [1, 1, V],
+                                 ("outputs", "projected_activations"): [1, 1, H]}, where)
     if d["inputs"]["mask"]["dtype"] != "float32" or d["inputs"]["activations"]["dtype"] != "float32":
         raise UserError(f"{where}: drafter mask and activations must be float32")
     for s in ("decode", "verify"):

@@ -223,8 +223,7 @@ def export(backbone, head, head_doc, out, cache_len=512, prefill_lengths=(32, 12
     tmp = Path(os.path.join(out, f".export-tmp-{os.getpid()}"))
     tmp.mkdir()
     try:
-        M = context
-        t = export_graphs(backbone, head, tmp, cache_len, prefill_lengths, K, progress, M)
+        t = export_graphs(backbone, head, tmp, cache_len, prefill_lengths, K, progress, context)
         qinfo = {"backbone": "float", "embedder": "float", "drafter": "float"}
         if quant:
             from mtplite.quantize.quantize import quantize_files
@@ -235,8 +234,8 @@ def export(backbone, head, head_doc, out, cache_len=512, prefill_lengths=(32, 12
         write_tokenizer(backbone, tmp / "tokenizer.json")
         sizes = {g: (tmp / f"{g}.tflite").stat().st_size for g in ("backbone", "embedder", "drafter")}
         man = make_manifest(backbone, head, head_doc, cache_len, prefill_lengths, K, sigs, qinfo, sizes)
-        if M:
-            man["context_drafter"] = context_manifest(backbone, head, tmp, M)
+        if context:
+            man["context_drafter"] = context_manifest(backbone, head, tmp, context)
         if standalone is not None:
             export_standalone(standalone, tmp / "standalone.tflite", cache_len, prefill_lengths, quant, progress)
             man["standalone"] = {"file": "standalone.tflite", "bytes": (tmp / "standalone.tflite").stat().st_size,

@@ -170,9 +170,9 @@ def torch_steps(backbone, head=None, cache_len=512, dtype=torch.float32, exact=F
         if not found:
             return None, []
         ids = [t for t, _ in found]
-        lm = dec.embed_tokens.weight[torch.tensor(ids)].to(dtype)[None]
+        emb = dec.embed_tokens.weight[torch.tensor(ids)].to(dtype)[None]
         v0 = state["kv"][0][1]  # [1,KVH,D,C]: layer 0's V row of a position is a function of its token alone
         rows = unit_rms(v0[0, :, :, [j for _, j in found]].permute(2, 0, 1).reshape(len(ids), -1).float()).to(dtype)[None]
-        return (lm, rows if head.copy is not None else None, torch.zeros(1, 1, len(ids), dtype=dtype)), ids
+        return (emb, rows if head.copy is not None else None, torch.zeros(1, 1, len(ids), dtype=dtype)), ids
 
     return prefill, decode, verify, draft

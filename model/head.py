@@ -71,6 +71,14 @@ MAX_FOLLOW = 64
 FLAG = 4096.0
 
 
+def check_context(n, flag="--context"):
+    """The context draft space's size a command takes (train, export)."""
+    from mtplite.errors import UserError
+
+    if n < 0:
+        raise UserError(f"{flag} {n}: ids of the text the head may also draft, 0 (none) or more")
+
+
 def check_copy_heads(n, flag="--copy-heads"):
     """The pointer-head count a command takes; the same bound head.json is checked against on load."""
     from mtplite.errors import UserError
@@ -479,23 +487,22 @@ class MTPHead(nn.Module):
             x = b(x, pos, mask, kv[:n])
         if self.copy is None:
             a = self.out_norm(x)
-            d = self.draft_head(a).float()
-            if ctx is not None:
-                d = torch.cat([d, (torch.matmul(a, ctx[0].transpose(-1, -2)) + ctx[2]).float()], -1)
-            return d, a
-        v0 = kv[n][1] if len(kv) > n else kv[self.c.read_layers.index(0)][1]
-        add, ptr, out = self.copy(x, mask, v0, pos, emb, k, code, None if ctx is None else ctx[1])
-        a = self.out_norm(x + add)
-        lm = self.draft_head(a)
-        N, S = self.c.draft_vocab_size, self.space
-        if self.c.copy_ids:
-            top = lm.max(-1, keepdim=True).values
-            d = torch.cat([lm + ptr[..., :N], top + ptr[..., N:S]], -1)
+            d, ptr_ctx, carried = self.draft_head(a), 0.0, a
         else:
-            d = lm + ptr[..., :N]
-        if ctx is not None:
-            d = torch.cat([d, torch.matmul(a, ctx[0].transpose(-1, -2)) + ptr[..., S:] + ctx[2]], -1)
-        return d.float(), (self.pack(a, k, out) if self.slot else a)
+            v0 = kv[n][1] if len(kv) > n else kv[self.c.read_layers.index(0)][1]
+            add, ptr, out = self.copy(x, mask, v0, pos, emb, k, code, None if ctx is None else ctx[1])
+            a = self.out_norm(x + add)
+            lm = self.draft_head(a)
+            N, S = self.c.draft_vocab_size, self.space
+            if self.c.copy_ids:
+                top = lm.max(-1, keepdim=True).values
+                d = torch.cat([lm + ptr[..., :N], top + ptr[..., N:S]], -1)
+            else:
+                d = lm + ptr[..., :N]
+            ptr_ctx, carried = ptr[..., S:], (self.pack(a, k, out) if self.slot else a)
+        if ctx is not None:  # the context ids: their embedding rows on the head's output, plus their pointer logits
+            d = torch.cat([d, torch.matmul(a, ctx[0].transpose(-1, -2)) + ptr_ctx + ctx[2]], -1)
+        return d.float(), carried
 
     def full_logits(self, draft_logits):
         """Draft logits placed at their full-vocabulary ids, NEG_INF elsewhere (the contract's output).

@@ -25,7 +25,7 @@ def cmd_train(a):
     import torch
 
     from mtplite.errors import UserError
-    from mtplite.model.head import check_copy_heads, check_copy_vocab, check_follow
+    from mtplite.model.head import check_context, check_copy_heads, check_copy_vocab, check_follow
     from mtplite.model.load import load_backbone
     from mtplite.train.distill import check_echo
     from mtplite.train.train import pick_device, pick_dtype
@@ -42,8 +42,7 @@ def cmd_train(a):
     if a.feat_loss < 0:
         raise UserError(f"--feat-loss {a.feat_loss}: a weight, 0 (off) or more")
     check_copy_heads(a.copy_heads)
-    if a.context < 0:
-        raise UserError(f"--context {a.context}: ids of the text the head may also draft, 0 (none) or more")
+    check_context(a.context)
     torch.manual_seed(a.seed)
     torch.set_num_threads(a.threads or torch.get_num_threads())
     dev = pick_device(a.device)

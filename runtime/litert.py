@@ -97,18 +97,10 @@ class Bundle:
         self.emb_io = {s: ({"token_ids": em.create_input_buffer_by_name(s, "token_ids")},
                            {"embeddings": em.create_output_buffer_by_name(s, "embeddings")}) for s in self.sigs["embedder"]}
         if mtp:
-            dr = self.models["drafter"]
-            dsig = self.sigs["drafter"]["mtp_drafter"]
-            self.dr_in = {n: dr.create_input_buffer_by_name("mtp_drafter", n) for n in dsig["inputs"] if not n.startswith("kv")}
-            self.dr_out = {n: dr.create_output_buffer_by_name("mtp_drafter", n) for n in dsig["outputs"]}
-            self.dr_kv = {n: self.kv[n] for n in dsig["inputs"] if n.startswith("kv")}
+            self.dr_in, self.dr_out, self.dr_kv = self._drafter_io("drafter", "mtp_drafter")
         self.use_context = bool(ctx)
         if ctx:
-            dc = self.models["drafter_ctx"]
-            csig = self.sigs["drafter_ctx"]["mtp_drafter_ctx"]
-            self.cx_in = {n: dc.create_input_buffer_by_name("mtp_drafter_ctx", n) for n in csig["inputs"] if not n.startswith("kv")}
-            self.cx_out = {n: dc.create_output_buffer_by_name("mtp_drafter_ctx", n) for n in csig["outputs"]}
-            self.cx_kv = {n: self.kv[n] for n in csig["inputs"] if n.startswith("kv")}
+            self.cx_in, self.cx_out, self.cx_kv = self._drafter_io("drafter_ctx", "mtp_drafter_ctx")
             self.space_ids = np.asarray(ctx["space_ids"], np.int64)
             self.space_map = np.full(self.V, len(self.space_ids), np.int32)  # id -> draft-space index
             self.space_map[self.space_ids] = np.arange(len(self.space_ids), dtype=np.int32)
@@ -116,6 +108,13 @@ class Bundle:
             self.cx_cache = {}  # id -> (embedding row, layer-0 V row): both functions of the token alone
         self.kv_bytes = sum(int(np.prod(self.sigs["backbone"]["decode"]["inputs"][n]["shape"])) * 4 for n in self.kv_names)
         self.reset()
+
+    def _drafter_io(self, g, sig):
+        """A drafter graph's own input and output buffers, and the shared KV buffers it reads (by name)."""
+        m, io = self.models[g], self.sigs[g][sig]
+        return ({n: m.create_input_buffer_by_name(sig, n) for n in io["inputs"] if not n.startswith("kv")},
+                {n: m.create_output_buffer_by_name(sig, n) for n in io["outputs"]},
+                {n: self.kv[n] for n in io["inputs"] if n.startswith("kv")})
 
     # ---- graph calls --------------------------------------------------------------------------------------------
     def reset(self):
@@ -205,20 +204,20 @@ class Bundle:
             step = max(self.prefill_lengths)
             for i in range(0, len(new), step):
                 chunk = new[i : i + step]
-                lm = self.embed([t for t, _ in chunk]) / np.float32(self.cx_scale)
-                for (t, j), row in zip(chunk, lm):
+                emb = self.embed([t for t, _ in chunk]) / np.float32(self.cx_scale)
+                for (t, j), row in zip(chunk, emb):
                     v = None
                     if v0 is not None:
                         v = v0[:, j]  # the cache's V row of position j, heads concatenated as the copy read sees them
                         v = v / np.sqrt(np.mean(v * v) + 1e-6)
                     self.cx_cache[t] = (row, v)
         M, H = self.cx_M, self.H
-        lm = np.zeros((M, H), np.float32)
+        emb = np.zeros((M, H), np.float32)
         mask = np.full(M, NEG_INF, np.float32)
         for i, t in enumerate(ids):
-            lm[i] = self.cx_cache[t][0]
+            emb[i] = self.cx_cache[t][0]
             mask[i] = 0.0
-        self.cx_in["context_emb"].write(lm.reshape(-1))
+        self.cx_in["context_emb"].write(emb.reshape(-1))
         self.cx_in["context_mask"].write(mask)
         if self.cx_rows:
             dt = self.sigs["drafter_ctx"]["mtp_drafter_ctx"]["inputs"]["context_rows"]["shape"][-1]
@@ -251,7 +250,7 @@ class Bundle:
                 i = int(lg.argmax())
                 tok = int(self.space_ids[i]) if i < S else ids[i - S]
             else:
-                lg = self.dr_out["logits"].read(self.V, np.float32)
+                lg = outs["logits"].read(self.V, np.float32)
                 tok = int(lg.argmax())
             if self.min_prob or self.record_probs is not None:
                 probs.append(self._top_prob(lg, tok) if not ctx else float(1.0 / np.exp(lg - lg.max()).sum()))
