@@ -46,8 +46,9 @@ def default_prompts():
     raise UserError("no --prompts FILE given and ../shared/prompts/tasks.jsonl not found")
 
 
-def run_mode(b, tok_ids, K, mode, max_new, eos):
-    """One generation; returns the per-prompt record."""
+def run_mode(b, tok_ids, K, mode, max_new, eos, min_ngram=None):
+    """One generation; returns the per-prompt record. min_ngram: hybrid's shortest lookup match (default: the
+    bundle's calibrated choice for the drafter in use)."""
     from mtplite.runtime.lookup import lookup_steps
 
     steps = b.standalone_steps() if mode == "standalone" else b.steps()
@@ -58,7 +59,7 @@ def run_mode(b, tok_ids, K, mode, max_new, eos):
     # '+ctx': the head with the context draft space (drafter_ctx.tflite); the plain modes draft with the contract's
     b.use_context = "ctx" in flags
     if base in ("lookup", "hybrid"):
-        steps, source = lookup_steps(steps, history, mode=base)
+        steps, source = lookup_steps(steps, history, mode=base, min_ngram=min_ngram or b.hybrid_min_ngram())
     # '+gate': the head stops drafting below the calibrated probability (settings.min_prob); plain modes ignore it
     b.min_prob = b.calibrated_min_prob() if gated else 0.0
     try:
@@ -243,7 +244,8 @@ def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "mtp+ctx", "lo
               "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
     if "drafter_ctx" in wb:  # the '+ctx' modes draft with it instead of the drafter
         memory["drafter_ctx_bytes"] = wb["drafter_ctx"]
-    result = {"bundle": str(bundle_dir), "K": K, "exact_mode": exact, "min_prob": b.calibrated_min_prob(), "max_new_tokens": max_new, "threads": threads, "modes": list(modes),
+    result = {"bundle": str(bundle_dir), "K": K, "exact_mode": exact, "min_prob": b.calibrated_min_prob(),
+              "hybrid_min_ngram": (b.man.get("settings") or {}).get("hybrid_min_ngram") or {}, "max_new_tokens": max_new, "threads": threads, "modes": list(modes),
               "tasks": tasks, "table": table, "ratios": ratios, "memory": memory,
               "spec_vs_plain_mismatches": mismatches, "skipped_prompts_too_long": skipped, "per_prompt": {m: dict(per[m]) for m in modes},
               "manifest": {k: b.man.get(k) for k in ("backbone_spec", "backbone_fingerprint", "head_fingerprint",
@@ -306,6 +308,10 @@ def markdown(res):
     if res.get("min_prob"):
         lines.append(f"'+gate' modes: the head drafts only while its top probability is >= {res['min_prob']} "
                      "(settings.min_prob from mtplite calibrate)")
+    if res.get("hybrid_min_ngram"):
+        lines.append("hybrid modes: lookup copies matches of >= " + ", ".join(
+            f"{n} tokens with the {d}" for d, n in sorted(res["hybrid_min_ngram"].items()))
+                     + ", the head drafts the rest (settings.hybrid_min_ngram from mtplite calibrate)")
     if "standalone_extra_bytes" in mem:
         lines.append(f"standalone drafter: {mem['standalone_weight_bytes'] / 1e6:.1f} MB weights + "
                      f"{mem['standalone_kv_bytes'] / 1e6:.1f} MB own KV; MTP saves "

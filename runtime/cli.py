@@ -111,6 +111,14 @@ def predict_gate(cycles, t_dec, t_ver, t_dr, gate):
     return tokens / secs if secs else 0.0
 
 
+def predict_hybrid(counts, t_dec, t_ver, t_dr, K):
+    """Predicted speedup over plain decoding of a hybrid run. `counts`: tokens, plain decode steps (the first one
+    after prefill included), cycles, and cycles the head drafted (the rest copied by lookup, whose draft costs
+    nothing next to a graph call)."""
+    secs = counts["plain"] * t_dec + counts["cycles"] * t_ver + counts["head"] * K * t_dr
+    return counts["tokens"] * t_dec / secs if secs else 0.0
+
+
 def calibrate(out, prompts=None, threads=2, max_new=48, progress=print, n=12):
     """Measure decode / verify(K+1) / drafter step on this device and the head's acceptance and confidence, predict
     the speedup with and without a confidence gate, and write the decision into the manifest's settings.
@@ -157,6 +165,7 @@ def calibrate(out, prompts=None, threads=2, max_new=48, progress=print, n=12):
         cyc += r["cycles"]
         cycles += [(probs, c["accepted"]) for probs, c in zip(b.record_probs, r["trace"])]
     b.record_probs = None
+    hybrid, hybrid_pred = calibrate_hybrid(b, tok, prompts, max_new, t_dec, t_ver, timeit, act, pos)
     acc = depth / max(cyc, 1)
     pred = {}
     for k in range(1, K + 1):
@@ -175,11 +184,42 @@ def calibrate(out, prompts=None, threads=2, max_new=48, progress=print, n=12):
                                     "acceptance_per_depth": acc.tolist(), "cycles": cyc},
                        "predicted_speedup_per_k": {str(k): round(v, 3) for k, v in pred.items()},
                        "predicted_speedup_per_gate": {str(g): round(v, 3) for g, v in gate_pred.items()},
+                       "hybrid_min_ngram": hybrid, "predicted_speedup_hybrid": hybrid_pred,
                        "prompts": len(prompts), "threads": threads,
                        "drafter": "drafter_ctx" if b.use_context else "drafter",
                        "calibrated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     write_text_atomic(mpath, json.dumps(man, indent=1))
     return man["settings"]
+
+
+def calibrate_hybrid(b, tok, prompts, max_new, t_dec, t_ver, timeit, act, pos):
+    """The shortest lookup match hybrid copies, per drafter the bundle has: the choice of HYBRID_NGRAMS with the best
+    predicted speed on the calibration prompts (ties to the shorter match: lookup drafts for free)."""
+    from mtplite.model import generate as G
+    from mtplite.runtime.lookup import HYBRID_NGRAMS, lookup_steps
+
+    choice, pred = {}, {}
+    default = b.use_context
+    for name in ("drafter", "drafter_ctx") if "drafter_ctx" in b.models else ("drafter",):
+        b.use_context = name == "drafter_ctx"
+        t_dr = timeit(lambda: b.draft(1, act, pos, 1))
+        pred[name] = {}
+        for n in HYBRID_NGRAMS:
+            c = {"tokens": 0, "plain": 0, "cycles": 0, "head": 0}
+            for p in prompts:
+                ids = encode(tok, b.man, p["prompt"])
+                history = list(ids)
+                steps, source = lookup_steps(b.steps(), history, mode="hybrid", min_ngram=n)
+                r = G.run(ids, steps, max_new_tokens=max_new, eos_ids=set(b.man["eos_ids"]), K=b.K, cache_len=b.C,
+                          on_token=history.append)
+                c["tokens"] += len(r["tokens"])
+                c["plain"] += 1 + r["plain_steps"]
+                c["cycles"] += r["cycles"]
+                c["head"] += source.count("head")
+            pred[name][str(n)] = round(predict_hybrid(c, t_dec, t_ver, t_dr, b.K), 3)
+        choice[name] = max(HYBRID_NGRAMS, key=lambda n: (pred[name][str(n)], -n))
+    b.use_context = default
+    return choice, pred
 
 
 def calibration_prompts(n=12, head_split=None, val_templates=None):

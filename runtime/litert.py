@@ -276,6 +276,11 @@ class Bundle:
         """The head's confidence gate `mtplite calibrate` chose for this device (0 = none)."""
         return float((self.man.get("settings") or {}).get("min_prob") or 0.0)
 
+    def hybrid_min_ngram(self):
+        """The shortest lookup match hybrid copies with the drafter in use (calibrate's choice; None = the default)."""
+        hm = (self.man.get("settings") or {}).get("hybrid_min_ngram") or {}
+        return hm.get("drafter_ctx" if self.use_context else "drafter")
+
     def steps(self):
         self.reset()
         return self.prefill, self.decode, self.verify, self.draft

@@ -5,8 +5,10 @@ last 3, 2 or 1 tokens is a strong, free drafter. `history` is the list of every 
 """
 
 
-# shortest match hybrid copies; scripts/bench_hybrid_rule.py compares 1 and 2 by speed, side by side
+# shortest match hybrid copies where the bundle holds no measured choice (settings.hybrid_min_ngram, written by
+# `mtplite calibrate` per drafter); scripts/bench_hybrid_rule.py compares the choices by speed, side by side
 HYBRID_MIN_NGRAM = 1
+HYBRID_NGRAMS = (1, 2, 3)  # the choices calibrate measures (lookup matches on at most 3 tokens)
 
 
 def lookup(history, k, max_ngram=3, min_ngram=1):
@@ -22,18 +24,18 @@ def lookup(history, k, max_ngram=3, min_ngram=1):
     return None
 
 
-def lookup_steps(steps, history, k_head=None, mode="lookup"):
+def lookup_steps(steps, history, mode="lookup", min_ngram=None):
     """Wrap step functions: mode 'lookup' drafts only by lookup (None -> plain step), 'hybrid' takes lookup's
-    draft on a match of HYBRID_MIN_NGRAM or more tokens and the head's otherwise. `history` must be kept up to date
-    by the caller (prompt ids + every emitted token)."""
+    draft on a match of `min_ngram` (default HYBRID_MIN_NGRAM) or more tokens and the head's otherwise. `history`
+    must be kept up to date by the caller (prompt ids + every emitted token)."""
     prefill, decode, verify, draft = steps
     source = []  # per cycle: 'lookup' | 'head'
 
-    # hybrid copies on any match. On 1-token matches the head's first draft is right more often (copy probe on
-    # held-out Gemma rows, head-880k: 60% vs 50%), but lookup drafts for free: side by side on the Gemma int8 bundle
-    # hybrid+gate ran 1.02x / 0.98x lookup's speed copying on any match and 0.96x / 0.95x leaving 1-token matches to
-    # the head (two runs, results/micro/hybrid_rule_gemma*.json).
-    min_ngram = HYBRID_MIN_NGRAM if mode == "hybrid" else 1
+    # Which matches to copy depends on the head: a weak one (head-880k) lost to lookup even on 1-token matches, which
+    # lookup drafts for free (hybrid+gate 1.02x / 0.98x lookup's speed copying on any match, 0.96x / 0.95x leaving
+    # them to the head; results/micro/hybrid_rule_gemma*.json), while a head with the context space beats lookup on
+    # all but 3-token matches (notes/PERF.md, session 18). Hence a measured, per-bundle choice.
+    min_ngram = (min_ngram or HYBRID_MIN_NGRAM) if mode == "hybrid" else 1
 
     def draft2(tok, act, pos, k):
         d = lookup(history, k, min_ngram=min_ngram)

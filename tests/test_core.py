@@ -462,7 +462,7 @@ def test_default_read_layers():
             assert 1 <= len(got) <= 4 and got == sorted(set(got)) and all(0 <= i < n for i in got) and n - 1 in got
 
 
-def test_hybrid_copies_on_any_match_and_drafts_with_the_head_otherwise():
+def test_hybrid_copies_matches_of_its_minimum_length_and_drafts_with_the_head_otherwise():
     from mtplite.runtime.lookup import HYBRID_MIN_NGRAM, lookup, lookup_steps
 
     assert lookup([7, 5, 7], 3) == [5, 7, 7] and lookup([7, 5, 7], 3, min_ngram=2) is None
@@ -475,6 +475,27 @@ def test_hybrid_copies_on_any_match_and_drafts_with_the_head_otherwise():
         assert draft(hist[-1], None, len(hist), 3) == want[1] and src == [want[0]]
     (_, _, _, draft), src = lookup_steps((None, None, None, head), [7, 5, 8], mode="lookup")
     assert draft(8, None, 3, 3) is None and src == []
+    # a measured choice (settings.hybrid_min_ngram) leaves shorter matches to the head; lookup alone ignores it
+    for n, hist, want in ((2, [7, 5, 7], "head"), (3, [1, 2, 3, 9, 2, 3], "head"), (3, [1, 2, 3, 9, 1, 2, 3], "lookup")):
+        (_, _, _, draft), src = lookup_steps((None, None, None, head), hist, mode="hybrid", min_ngram=n)
+        draft(hist[-1], None, len(hist), 3)
+        assert src == [want], (n, hist)
+    (_, _, _, draft), src = lookup_steps((None, None, None, head), [7, 5, 7], mode="lookup", min_ngram=3)
+    assert draft(7, None, 3, 3) == [5, 7, 7]
+
+
+def test_predict_hybrid_charges_the_head_its_drafter_steps():
+    from mtplite.runtime.cli import predict_hybrid
+
+    # 96 tokens in 32 cycles: copied by lookup they cost verifies only; drafted by the head, 3 drafter steps each
+    lookup_only = {"tokens": 97, "plain": 1, "cycles": 32, "head": 0}
+    head_only = {**lookup_only, "head": 32}
+    assert predict_hybrid(lookup_only, 1.0, 1.2, 0.1, 3) == pytest.approx(97 / (1 + 32 * 1.2))
+    assert predict_hybrid(head_only, 1.0, 1.2, 0.1, 3) == pytest.approx(97 / (1 + 32 * 1.5))
+    # the head's drafting pays where it gets enough more accepted: 97 -> 120 tokens in the same cycles does not
+    # cover 0.3 per cycle, 97 -> 130 does
+    assert predict_hybrid({**head_only, "tokens": 120}, 1.0, 1.2, 0.1, 3) < predict_hybrid(lookup_only, 1.0, 1.2, 0.1, 3)
+    assert predict_hybrid({**head_only, "tokens": 130}, 1.0, 1.2, 0.1, 3) > predict_hybrid(lookup_only, 1.0, 1.2, 0.1, 3)
 
 
 def test_export_refuses_a_backbone_whose_weights_drifted(tmp_path):

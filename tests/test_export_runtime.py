@@ -307,13 +307,23 @@ def test_confidence_gate_declines_unsure_drafts_and_stays_exact(tmp_path):
     s = calibrate(out, [{"prompt": p} for p in PROMPTS[:4]], threads=1)
     assert s["min_prob"] in GATES and set(s["predicted_speedup_per_gate"]) == {str(g) for g in GATES}
     assert s["drafter"] == "drafter_ctx"  # calibrated on the drafter generate runs by default
+    # hybrid's shortest lookup match, measured per drafter, and the bench's hybrid modes run with it
+    assert set(s["hybrid_min_ngram"]) == {"drafter", "drafter_ctx"} and set(s["hybrid_min_ngram"].values()) <= {1, 2, 3}
+    for d, n in s["hybrid_min_ngram"].items():
+        assert s["predicted_speedup_hybrid"][d][str(n)] == max(s["predicted_speedup_hybrid"][d].values())
     man_path = out / "android" / "manifest.json"
     man = json.loads(man_path.read_text())
     man["settings"]["min_prob"] = first[len(first) // 2]
+    man["settings"]["hybrid_min_ngram"] = {"drafter": 3, "drafter_ctx": 2}
     man_path.write_text(json.dumps(man))
+    bh = Bundle(out, threads=1, context=True)
+    assert bh.hybrid_min_ngram() == 2
+    bh.use_context = False
+    assert bh.hybrid_min_ngram() == 3
     prompts = [{"id": str(i), "task": "t", "prompt": p} for i, p in enumerate(PROMPTS[:4])]
     res = bench(out, prompts, max_new=20, modes=("plain", "mtp+gate", "hybrid+gate"), threads=1, engine=False,
                 progress=False)
     assert res["spec_vs_plain_mismatches"] == 0 and res["min_prob"] == man["settings"]["min_prob"]
+    assert res["hybrid_min_ngram"] == {"drafter": 3, "drafter_ctx": 2}
     assert res["table"]["plain"]["all"]["tokens_per_pass"] == pytest.approx(1.0)
     assert res["table"]["mtp+gate"]["all"]["tokens_per_pass"] > 1.0

@@ -99,7 +99,7 @@ class MainActivity : Activity() {
                 for (p in prompts) {
                     b.reset()
                     val ids = (p["ids"] as List<*>).map { (it as Long).toInt() }.toIntArray()
-                    val hybrid = if (mode.startsWith("hybrid")) HybridDrafter(ids, b) else null
+                    val hybrid = if (mode.startsWith("hybrid")) HybridDrafter(ids, b, man.hybridMinNgram("+ctx" in mode)) else null
                     val g = generate(ids, b, hybrid ?: b, if (spec) man.k else 0, maxNew, man.eosIds.toSet(),
                         man.cacheLength, onToken = hybrid?.let { h -> h::record })
                     val rt = Runtime.getRuntime()

@@ -150,22 +150,25 @@ fun chooseK(decodeMs: Double, verifyMs: Double, drafterStepMs: Double, acceptanc
     return if (speedup > 1.05) k else null
 }
 
-/** Shortest lookup match hybrid drafting copies (as mtplite.runtime.lookup): any, since lookup drafts for free. */
+/**
+ * Shortest lookup match hybrid drafting copies where the manifest holds no measured choice (as
+ * mtplite.runtime.lookup): any, since lookup drafts for free. `mtplite calibrate` measures it per drafter
+ * ([Manifest.hybridMinNgram]): a head with the context space beats lookup on shorter matches.
+ */
 const val HYBRID_MIN_NGRAM = 1
 
 /**
- * Hybrid drafting, as mtplite.runtime.lookup: prompt lookup when the history matches on [HYBRID_MIN_NGRAM] or more
- * tokens, else the MTP head; with `head = null`, plain prompt lookup (any match, else a plain step). `history` must
- * hold the prompt and every emitted token (pass `onToken = hybrid::record` to generate()). `sources` records which
- * drafter served each cycle.
+ * Hybrid drafting, as mtplite.runtime.lookup: prompt lookup when the history matches on [minNgram] or more tokens,
+ * else the MTP head; with `head = null`, plain prompt lookup (any match, else a plain step). `history` must hold the
+ * prompt and every emitted token (pass `onToken = hybrid::record` to generate()). `sources` records which drafter
+ * served each cycle.
  */
-class HybridDrafter(prompt: IntArray, private val head: Drafter?) : Drafter {
+class HybridDrafter(prompt: IntArray, private val head: Drafter?, private val minNgram: Int = HYBRID_MIN_NGRAM) : Drafter {
     val history = prompt.toMutableList()
     val sources = ArrayList<String>()
     fun record(token: Int) { history.add(token) }
     override fun draft(token: Int, activation: FloatArray, pos: Int, k: Int): IntArray? {
-        val minNgram = if (head == null) 1 else HYBRID_MIN_NGRAM
-        lookup(history, k, minNgram = minNgram)?.let { sources.add("lookup"); return it }
+        lookup(history, k, minNgram = if (head == null) 1 else minNgram)?.let { sources.add("lookup"); return it }
         if (head == null) return null
         sources.add("head")
         return head.draft(token, activation, pos, k)

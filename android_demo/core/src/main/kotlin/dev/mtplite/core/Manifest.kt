@@ -16,7 +16,12 @@ data class Manifest(
     val settingsK: Any?, val backboneFingerprint: String?, val headFingerprint: String?,
     val minProb: Double = 0.0,  // settings.min_prob: the head's confidence gate chosen by `mtplite calibrate`
     val context: ContextDrafter? = null,  // drafter_ctx.tflite: the head with the context draft space (ContextSpace)
-)
+    // settings.hybrid_min_ngram: per drafter ("drafter" / "drafter_ctx"), the shortest lookup match hybrid copies
+    val hybridMinNgram: Map<String, Int> = emptyMap(),
+) {
+    /** The shortest lookup match hybrid copies with the given drafter: calibrate's choice, else [HYBRID_MIN_NGRAM]. */
+    fun hybridMinNgram(withContext: Boolean) = hybridMinNgram[if (withContext) "drafter_ctx" else "drafter"] ?: HYBRID_MIN_NGRAM
+}
 
 /** manifest.context_drafter: the drafter graph that also drafts the text's own ids outside the draft space. */
 data class ContextDrafter(val file: String, val maxIds: Int, val spaceIds: IntArray, val embedScale: Float,
@@ -90,10 +95,17 @@ fun parseManifest(text: String, where: String): Manifest {
         else -> fail(where, "settings.min_prob must be a number, got ${typeName(g)}; re-run `mtplite calibrate`")
     }
     if (minProb < 0 || minProb > 1) fail(where, "settings.min_prob = $minProb must be in [0, 1]; re-run `mtplite calibrate`")
+    val hm = settings?.get("hybrid_min_ngram") ?: emptyMap<String, Any?>()
+    val hybrid = (hm as? Map<*, *>)?.entries?.associate { (d, n) ->
+        if (d !in listOf("drafter", "drafter_ctx") || n !in listOf(1L, 2L, 3L)) null to 0 else d.toString() to (n as Long).toInt()
+    }
+    if (hybrid == null || null in hybrid) {
+        fail(where, "settings.hybrid_min_ngram must map drafter / drafter_ctx to 1, 2 or 3; re-run `mtplite calibrate`")
+    }
     val man = Manifest(k, c, v, h, nl, dv, pl.map { it.toInt() }, rl.map { it.toInt() }, eos.map { it.toInt() },
         (m["bos_id"] as? Long)?.toInt(), files.entries.associate { it.key.toString() to it.value.toString() }, sigs,
         settings?.get("K"), m["backbone_fingerprint"] as? String, m["head_fingerprint"] as? String, minProb,
-        m["context_drafter"]?.let { parseContext(it, v, where) })
+        m["context_drafter"]?.let { parseContext(it, v, where) }, hybrid.mapKeys { it.key!! })
     checkContract(man, where)
     return man
 }

@@ -73,6 +73,20 @@ class CoreTest {
         }
     }
 
+    @Test fun hybridCopiesOnlyMatchesOfItsMinimumLength() {
+        val head = object : Drafter {
+            override fun draft(token: Int, activation: FloatArray, pos: Int, k: Int) = IntArray(k) { 0 }
+        }
+        val oneToken = intArrayOf(7, 5, 7)  // the last token matched alone: lookup drafts [5, 7, 7]
+        val threeTokens = intArrayOf(1, 2, 3, 9, 1, 2, 3)
+        for ((minNgram, prompt, want) in listOf(Triple(1, oneToken, "lookup"), Triple(2, oneToken, "head"),
+                                                  Triple(3, threeTokens, "lookup"), Triple(3, oneToken, "head"))) {
+            val h = HybridDrafter(prompt, head, minNgram)
+            h.draft(prompt.last(), FloatArray(0), prompt.size, 3)
+            assertEquals(listOf(want), h.sources, "minNgram $minNgram on ${prompt.toList()}")
+        }
+    }
+
     @Test fun confidenceGate() {
         // draft vocabulary = ids 0..2, the rest NEG_INF as the exported head scatters it; logits per draft step
         fun logits(vararg x: Float) = FloatArray(6) { if (it < x.size) x[it] else NEG_INF }
@@ -199,6 +213,11 @@ class ManifestFixtureTest {
             }
             report.append("${f.name}: ${got.take(100)}\n")
         }
+        // calibrate's hybrid choice per drafter reaches the loop; a drafter it did not measure keeps the default
+        val hm = parseManifest(File(dir, "hybrid-ok.json").readText(), "hybrid-ok.json")
+        assertEquals(listOf(1, 3), listOf(hm.hybridMinNgram(false), hm.hybridMinNgram(true)))
+        val gate = parseManifest(File(dir, "gate-ok.json").readText(), "gate-ok.json")
+        assertEquals(HYBRID_MIN_NGRAM, gate.hybridMinNgram(true))
         File(dir, "kotlin-decisions.txt").writeText(report.toString())
     }
 }
