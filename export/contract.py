@@ -291,6 +291,11 @@ def check_manifest_dict(man, where="manifest.json"):
         raise UserError(f"{where}: field 'signatures' missing; re-run `mtplite export`")
     try:
         check_contract(sigs, m, where)
+        if m.get("context_drafter") is not None:  # the manifest records drafter_ctx's signatures too
+            cs = m["context_drafter"].get("signatures")
+            if not isinstance(cs, dict):
+                raise UserError(f"{where}: context_drafter.signatures lacks 'mtp_drafter_ctx'; re-run `mtplite export`")
+            check_context(cs, sigs["backbone"]["decode"]["inputs"], m, where)
     except (KeyError, TypeError, AttributeError) as e:
         raise UserError(f"{where}: malformed signatures ({type(e).__name__}: {e})") from None
     return m

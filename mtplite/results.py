@@ -353,7 +353,9 @@ def head_summary(h):
     c = h["config"]
     return (f"Head: K={c['K']}, {c['num_blocks']} block(s) reading layers {c['read_layers']}{copy_read(c)}, draft vocabulary "
             f"{c['draft_vocab_size']}; {h.get('train_generated_tokens')} self-distilled tokens over "
-            f"{h.get('train_sequences')} sequences, trained {h.get('train_s', 0) / 60:.1f} min")
+            f"{h.get('train_sequences')} sequences, trained {h.get('train_s', 0) / 60:.1f} min"
+            + (f" (fine-tuned from {Path(h['init_head']).parent.name}/{Path(h['init_head']).name})" if h.get("init_head") else "")
+            + (f"; trained with the context draft space ({c['context']} ids)" if c.get("context") else ""))
 
 
 def experiment_section(exp, page_head_fp=None):

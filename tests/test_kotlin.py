@@ -109,6 +109,10 @@ def write_context_golden(dirpath, b):
     (dirpath / "context.golden").write_text("\n".join(lines) + "\n")
 
 
+def _ctx_io(m):
+    return m["context_drafter"]["signatures"]["mtp_drafter_ctx"]
+
+
 def write_manifest_fixtures(dirpath):
     """Good and hand-broken manifests; `.expect` holds Python's decision and the name its refusal gives."""
     from mtplite.errors import UserError
@@ -147,6 +151,10 @@ def write_manifest_fixtures(dirpath):
         "context-path": (mut(lambda m: m["context_drafter"].update(file="../drafter_ctx.tflite")), "context_drafter.file"),
         "context-ids": (mut(lambda m: m["context_drafter"].update(space_ids=[-1])), "context_drafter.space_ids"),
         "context-max": (mut(lambda m: m["context_drafter"].update(max_ids=0)), "context_drafter.max_ids"),
+        "context-logits": (mut(lambda m: _ctx_io(m)["outputs"]["draft_logits"].update(shape=[1, 1, 7])), "draft_logits"),
+        "context-kv": (mut(lambda m: _ctx_io(m)["inputs"][kv].update(shape=[1, 1, 64, 16])), kv),
+        "context-no-kv": (mut(lambda m: [_ctx_io(m)["inputs"].pop(n) for n in list(_ctx_io(m)["inputs"]) if n.startswith("kv")]),
+                          "reads no kv_cache"),
     }
     decisions = {}
     for name, (m, key) in cases.items():

@@ -125,6 +125,22 @@ private fun parseContext(x: Any?, vocab: Int, where: String): ContextDrafter {
         parseSig(sig, where))
 }
 
+/** A drafter signature reads the backbone's own KV buffers (same names, shapes, dtypes) and has [expect]'s shapes. */
+private fun checkDrafterIo(d: Signature, kvRef: Map<String, Tensor>, expect: List<Triple<String, String, List<Long>>>,
+                           where: String, label: String) {
+    val kvIn = d.inputs.keys.filter { it.startsWith("kv") }
+    if (kvIn.isEmpty()) fail(where, "$label reads no kv_cache_* tensor")
+    for (name in kvIn) {
+        val t = d.inputs.getValue(name); val ref = kvRef[name] ?: fail(where, "$label input $name ${t.shape} has no backbone tensor of that name")
+        if (t.shape != ref.shape || t.dtype != ref.dtype)
+            fail(where, "$label $name is ${t.dtype}${t.shape} but backbone $name is ${ref.dtype}${ref.shape}: the KV buffers cannot be shared")
+    }
+    for ((io, name, shape) in expect) {
+        val t = (if (io == "input") d.inputs else d.outputs)[name]
+        if (t == null || t.shape != shape) fail(where, "$label $io $name is ${t?.shape}, expected $shape")
+    }
+}
+
 /** The LiteRT-LM MTP contract on the recorded signatures (same rules as contract.check_contract). */
 fun checkContract(m: Manifest, where: String) {
     val bb = m.signatures.getValue("backbone"); val emb = m.signatures.getValue("embedder")
@@ -146,24 +162,22 @@ fun checkContract(m: Manifest, where: String) {
         val mk = sig.inputs["mask"]
         if (mk != null && mk.dtype != "float32") fail(where, "backbone $sname mask is ${mk.dtype}; LiteRT-LM needs a float additive mask (a bool mask masks nothing)")
     }
-    val kvIn = d.inputs.keys.filter { it.startsWith("kv") }
-    if (kvIn.isEmpty()) fail(where, "drafter reads no kv_cache_* tensor")
-    for (name in kvIn) {
-        val t = d.inputs.getValue(name); val ref = kvRef[name] ?: fail(where, "drafter input $name ${t.shape} has no backbone tensor of that name")
-        if (t.shape != ref.shape || t.dtype != ref.dtype)
-            fail(where, "drafter $name is ${t.dtype}${t.shape} but backbone $name is ${ref.dtype}${ref.shape}: the KV buffers cannot be shared")
-    }
     val h = m.hiddenSize.toLong()
-    val expect = listOf(
+    checkDrafterIo(d, kvRef, listOf(
         Triple("input", "activations", listOf(1L, 1L, 2 * h)), Triple("input", "input_pos", listOf(1L)),
         Triple("input", "mask", listOf(1L, 1L, 1L, m.cacheLength.toLong())),
-        Triple("output", "logits", listOf(1L, 1L, m.vocabSize.toLong())), Triple("output", "projected_activations", listOf(1L, 1L, h)))
-    for ((io, name, shape) in expect) {
-        val t = (if (io == "input") d.inputs else d.outputs)[name]
-        if (t == null || t.shape != shape) fail(where, "drafter $io $name is ${t?.shape}, expected $shape")
-    }
+        Triple("output", "logits", listOf(1L, 1L, m.vocabSize.toLong())), Triple("output", "projected_activations", listOf(1L, 1L, h))),
+        where, "drafter")
     if (d.inputs.getValue("mask").dtype != "float32" || d.inputs.getValue("activations").dtype != "float32")
         fail(where, "drafter mask and activations must be float32")
+    m.context?.let { c ->  // drafter_ctx reads the same KV buffers; its logits cover the draft space and the M context ids
+        val mx = c.maxIds.toLong()
+        checkDrafterIo(c.signature, kvRef, listOf(
+            Triple("input", "activations", listOf(1L, 1L, 2 * h)), Triple("input", "context_emb", listOf(1L, mx, h)),
+            Triple("input", "context_mask", listOf(1L, 1L, mx)),
+            Triple("output", "draft_logits", listOf(1L, 1L, c.spaceIds.size + mx)),
+            Triple("output", "projected_activations", listOf(1L, 1L, h))), where, c.file)
+    }
     for (s in listOf("decode", "verify")) {
         val a = bb.getValue(s).outputs["activations"]; val t = if (s == "decode") 1L else (m.k + 1).toLong()
         if (a == null || a.shape != listOf(1L, t, h) || a.dtype != "float32")
