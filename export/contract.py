@@ -226,6 +226,9 @@ def _manifest_fields(man, where):
     g = (settings or {}).get("min_prob", 0.0)
     if isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 <= g <= 1:
         raise UserError(f"{where}: settings.min_prob = {g!r} must be a number in [0, 1]; re-run `mtplite calibrate`")
+    d = (settings or {}).get("draft", "mtp")
+    if d not in ("mtp", "hybrid", "lookup"):
+        raise UserError(f"{where}: settings.draft = {d!r} must be mtp, hybrid or lookup; re-run `mtplite calibrate`")
     hm = (settings or {}).get("hybrid_min_ngram", {})
     if not isinstance(hm, dict) or any(k not in ("drafter", "drafter_ctx") or isinstance(v, bool) or v not in (1, 2, 3)
                                        for k, v in hm.items()):

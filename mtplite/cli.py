@@ -172,9 +172,13 @@ def cmd_generate(a):
     if len(ids) >= cache:
         raise UserError(f"prompt is {len(ids)} tokens; --cache-length {cache} must be larger")
     ctx = 0 if a.no_context or head is None else head.c.context or CONTEXT
-    res = G.run(ids, G.torch_steps(bb, head, cache, exact=a.exact, context=ctx), max_new_tokens=a.max_new_tokens, eos_ids=set(bb.eos_ids), K=K,
-                cache_len=cache, should_stop=_stopper(bb, a.stop))
-    _print_result(bb.decode(res["tokens"]), res, K, a)
+    from mtplite.runtime.lookup import drafting, source_counts
+
+    draft = "mtp" if a.draft == "auto" else a.draft
+    steps, on_tok, source = drafting(G.torch_steps(bb, head, cache, exact=a.exact, context=ctx), ids, draft if K else "mtp")
+    res = G.run(ids, steps, max_new_tokens=a.max_new_tokens, eos_ids=set(bb.eos_ids), K=K,
+                cache_len=cache, should_stop=_stopper(bb, a.stop), on_token=on_tok)
+    _print_result(bb.decode(res["tokens"]), res, K, a, {"draft": draft if K else None, **source_counts(source, res["trace"])})
 
 
 def _stopper(bb, stops):
@@ -274,6 +278,9 @@ def main(argv=None):
                    help="plain steps as row 0 of the verify pass (LiteRT and torch), so MTP and plain use identical kernels")
     g.add_argument("--no-context", action="store_true",
                    help="the head drafts from its draft vocabulary only, not also the text's own rarer ids")
+    g.add_argument("--draft", choices=("auto", "mtp", "hybrid", "lookup"), default="auto",
+                   help="who drafts: the head, prompt lookup where the text repeats and the head elsewhere, or lookup "
+                        "alone; auto = the bundle's calibrated choice (settings.draft), else mtp")
     g.set_defaults(fn=cmd_generate)
 
     import importlib

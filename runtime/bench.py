@@ -49,39 +49,33 @@ def default_prompts():
 def run_mode(b, tok_ids, K, mode, max_new, eos, min_ngram=None):
     """One generation; returns the per-prompt record. min_ngram: hybrid's shortest lookup match (default: the
     bundle's calibrated choice for the drafter in use)."""
-    from mtplite.runtime.lookup import lookup_steps
+    from mtplite.runtime.lookup import drafting, source_counts
 
-    steps = b.standalone_steps() if mode == "standalone" else b.steps()
-    history = list(tok_ids)
-    source = []
     base, *flags = mode.split("+")
     gated = "gate" in flags
     # '+ctx': the head with the context draft space (drafter_ctx.tflite); the plain modes draft with the contract's
     b.use_context = "ctx" in flags
-    if base in ("lookup", "hybrid"):
-        steps, source = lookup_steps(steps, history, mode=base, min_ngram=min_ngram or b.hybrid_min_ngram())
+    steps = b.standalone_steps() if mode == "standalone" else b.steps()
+    steps, on_tok, source = drafting(steps, tok_ids, base if base in ("lookup", "hybrid") else "mtp",
+                                     min_ngram=min_ngram or b.hybrid_min_ngram())
     # '+gate': the head stops drafting below the calibrated probability (settings.min_prob); plain modes ignore it
     b.min_prob = b.calibrated_min_prob() if gated else 0.0
     try:
         res = G.run(tok_ids, steps, max_new_tokens=max_new, eos_ids=eos, K=K, cache_len=b.C,
-                    on_token=history.append)
+                    on_token=on_tok)
     finally:
         b.min_prob = 0.0
     n = len(res["tokens"])
     dec_s = res["total_s"] - res["ttft_s"]
     s = G.summary(res, K)
     cyc = max(res["cycles"], 1)
-    by_src = defaultdict(lambda: [0, 0])
-    for src, c in zip(source, res["trace"]):
-        by_src[src][0] += c["accepted"]
-        by_src[src][1] += 1
     return {"tokens": n, "decode_s": dec_s, "ttft_s": res["ttft_s"], "out": res["tokens"],
             "decode_tokens_per_s": (n - 1) / dec_s if n > 1 and dec_s > 0 else None,
             "accept_length": s["accept_length"], "cycles": res["cycles"], "accepted": res["accepted"],
             "backbone_passes": 1 + res["cycles"] + res["plain_steps"],  # decode/verify calls after prefill
             "acceptance_per_depth": s["acceptance_per_depth"], "draft_ms_per_cycle": 1e3 * res["draft_s"] / cyc,
             "verify_ms_per_cycle": 1e3 * res["verify_s"] / cyc,
-            "accepted_by_source": {k: {"accepted": v[0], "cycles": v[1]} for k, v in by_src.items()}}
+            "accepted_by_source": {}, **source_counts(source, res["trace"])}
 
 
 def aggregate(recs):

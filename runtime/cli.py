@@ -31,10 +31,21 @@ def settings_K(man, mtp_requested):
     return k, f"MTP with K={k} ({s.get('source', 'export default')})"
 
 
+DRAFTS = ("mtp", "hybrid", "lookup")
+DRAFT_WHO = {"mtp": "the MTP head", "hybrid": "prompt lookup on matches of >= {n} tokens, else the MTP head",
+             "lookup": "prompt lookup alone (plain steps where the text does not repeat)"}
+
+
+def settings_draft(man):
+    """Who drafts by default: calibrate's choice (settings.draft), else the head."""
+    return (man.get("settings") or {}).get("draft") or "mtp"
+
+
 def generate_bundle(a):
     from mtplite.cli import _print_result
     from mtplite.model import generate as G
     from mtplite.runtime.litert import Bundle, load_tokenizer
+    from mtplite.runtime.lookup import HYBRID_MIN_NGRAM, drafting, source_counts
 
     b = Bundle(a.bundle, threads=a.threads, mtp=not a.no_mtp, exact=a.exact, context=not a.no_context)
     tok = load_tokenizer(a.bundle)
@@ -52,12 +63,18 @@ def generate_bundle(a):
     on_tok = None
     if a.stream:
         on_tok = lambda t: print(tok.decode([t], skip_special_tokens=True), end="", flush=True, file=sys.stderr)
-    res = G.run(ids, b.steps(), max_new_tokens=a.max_new_tokens, eos_ids=set(b.man["eos_ids"]), K=K, cache_len=b.C,
+    draft = settings_draft(b.man) if a.draft == "auto" else a.draft
+    if K:
+        print(f"mtplite: drafting with {DRAFT_WHO[draft].format(n=b.hybrid_min_ngram() or HYBRID_MIN_NGRAM)}"
+              + (" (settings.draft)" if a.draft == "auto" and draft != "mtp" else ""), file=sys.stderr)
+    steps, on_tok, source = drafting(b.steps(), ids, draft if K else "mtp", b.hybrid_min_ngram(), on_tok)
+    res = G.run(ids, steps, max_new_tokens=a.max_new_tokens, eos_ids=set(b.man["eos_ids"]), K=K, cache_len=b.C,
                 should_stop=stop, on_token=on_tok)
     n = len(res["tokens"])
     dec_s = res["total_s"] - res["ttft_s"]
     extra = {"ttft_s": res["ttft_s"], "decode_tokens_per_s": (n - 1) / dec_s if n > 1 and dec_s > 0 else None,
-             "runtime": "litert", "stop_reason": res["stop_reason"]}
+             "runtime": "litert", "stop_reason": res["stop_reason"], "draft": draft if K else None,
+             **source_counts(source, res["trace"])}
     _print_result(tok.decode(res["tokens"], skip_special_tokens=True), res, K, a, extra)
 
 
@@ -165,7 +182,7 @@ def calibrate(out, prompts=None, threads=2, max_new=48, progress=print, n=12):
         cyc += r["cycles"]
         cycles += [(probs, c["accepted"]) for probs, c in zip(b.record_probs, r["trace"])]
     b.record_probs = None
-    hybrid, hybrid_pred = calibrate_hybrid(b, tok, prompts, max_new, t_dec, t_ver, timeit, act, pos)
+    hybrid, hybrid_pred, lookup_pred = calibrate_lookup(b, tok, prompts, max_new, t_dec, t_ver, timeit, act, pos)
     acc = depth / max(cyc, 1)
     pred = {}
     for k in range(1, K + 1):
@@ -173,13 +190,21 @@ def calibrate(out, prompts=None, threads=2, max_new=48, progress=print, n=12):
         pred[k] = tau * t_dec / (k * t_dr + t_ver)  # verify cost measured at K+1 (the only verify graph)
     gate_pred = {g: predict_gate(cycles, t_dec, t_ver, t_dr, g) * t_dec for g in GATES}
     gate = max(GATES, key=lambda g: (round(gate_pred[g], 3), -g))
-    sp = max(pred[K], gate_pred[gate])
+    # who drafts by default: the head, hybrid (with the drafter generate runs) or lookup alone; ties go to the head
+    default = "drafter_ctx" if b.use_context else "drafter"
+    by_draft = {"mtp": max(pred[K], gate_pred[gate]), "hybrid": hybrid_pred[default][str(hybrid[default])],
+                "lookup": lookup_pred}
+    draft = max(DRAFTS, key=lambda d: (round(by_draft[d], 3), -DRAFTS.index(d)))
+    sp = by_draft[draft]
     choice = K if sp > 1.05 else "off"
     mpath = Path(b.dir) / "manifest.json"
     man = json.loads(mpath.read_text())
-    man["settings"] = {"K": choice, "min_prob": gate, "source": "mtplite calibrate", "predicted_speedup": round(sp, 3),
-                       "reason": f"predicted {sp:.2f}x at K={K}" + (f" with the head's drafts gated at p >= {gate}"
-                                                                      if gate else ""),
+    man["settings"] = {"K": choice, "min_prob": gate, "draft": draft, "source": "mtplite calibrate",
+                       "predicted_speedup": round(sp, 3),
+                       "reason": f"predicted {sp:.2f}x at K={K} drafting with "
+                                 + DRAFT_WHO[draft].format(n=hybrid[default])
+                                 + (f", its drafts gated at p >= {gate}" if gate and draft == "mtp" else ""),
+                       "predicted_speedup_per_draft": {d: round(v, 3) for d, v in by_draft.items()},
                        "measured": {"decode_ms": 1e3 * t_dec, "verify_ms": 1e3 * t_ver, "drafter_step_ms": 1e3 * t_dr,
                                     "acceptance_per_depth": acc.tolist(), "cycles": cyc},
                        "predicted_speedup_per_k": {str(k): round(v, 3) for k, v in pred.items()},
@@ -192,34 +217,37 @@ def calibrate(out, prompts=None, threads=2, max_new=48, progress=print, n=12):
     return man["settings"]
 
 
-def calibrate_hybrid(b, tok, prompts, max_new, t_dec, t_ver, timeit, act, pos):
-    """The shortest lookup match hybrid copies, per drafter the bundle has: the choice of HYBRID_NGRAMS with the best
-    predicted speed on the calibration prompts (ties to the shorter match: lookup drafts for free)."""
+def calibrate_lookup(b, tok, prompts, max_new, t_dec, t_ver, timeit, act, pos):
+    """Predicted speedups of prompt lookup alone and of hybrid per shortest match it copies (HYBRID_NGRAMS), per
+    drafter the bundle has, on the calibration prompts. Returns hybrid's best match length per drafter (ties to the
+    shorter match: lookup drafts for free), the hybrid predictions and lookup's."""
     from mtplite.model import generate as G
-    from mtplite.runtime.lookup import HYBRID_NGRAMS, lookup_steps
+    from mtplite.runtime.lookup import HYBRID_NGRAMS, drafting
 
+    def counts(draft, n=None):
+        c = {"tokens": 0, "plain": 0, "cycles": 0, "head": 0}
+        for p in prompts:
+            ids = encode(tok, b.man, p["prompt"])
+            steps, on_tok, source = drafting(b.steps(), ids, draft, min_ngram=n)
+            r = G.run(ids, steps, max_new_tokens=max_new, eos_ids=set(b.man["eos_ids"]), K=b.K, cache_len=b.C,
+                      on_token=on_tok)
+            c["tokens"] += len(r["tokens"])
+            c["plain"] += 1 + r["plain_steps"]
+            c["cycles"] += r["cycles"]
+            c["head"] += source.count("head")
+        return c
+
+    lookup_pred = round(predict_hybrid(counts("lookup"), t_dec, t_ver, 0.0, b.K), 3)
     choice, pred = {}, {}
     default = b.use_context
     for name in ("drafter", "drafter_ctx") if "drafter_ctx" in b.models else ("drafter",):
         b.use_context = name == "drafter_ctx"
         t_dr = timeit(lambda: b.draft(1, act, pos, 1))
-        pred[name] = {}
-        for n in HYBRID_NGRAMS:
-            c = {"tokens": 0, "plain": 0, "cycles": 0, "head": 0}
-            for p in prompts:
-                ids = encode(tok, b.man, p["prompt"])
-                history = list(ids)
-                steps, source = lookup_steps(b.steps(), history, mode="hybrid", min_ngram=n)
-                r = G.run(ids, steps, max_new_tokens=max_new, eos_ids=set(b.man["eos_ids"]), K=b.K, cache_len=b.C,
-                          on_token=history.append)
-                c["tokens"] += len(r["tokens"])
-                c["plain"] += 1 + r["plain_steps"]
-                c["cycles"] += r["cycles"]
-                c["head"] += source.count("head")
-            pred[name][str(n)] = round(predict_hybrid(c, t_dec, t_ver, t_dr, b.K), 3)
+        pred[name] = {str(n): round(predict_hybrid(counts("hybrid", n), t_dec, t_ver, t_dr, b.K), 3)
+                      for n in HYBRID_NGRAMS}
         choice[name] = max(HYBRID_NGRAMS, key=lambda n: (pred[name][str(n)], -n))
     b.use_context = default
-    return choice, pred
+    return choice, pred, lookup_pred
 
 
 def calibration_prompts(n=12, head_split=None, val_templates=None):

@@ -48,3 +48,29 @@ def lookup_steps(steps, history, mode="lookup", min_ngram=None):
         return None
 
     return (prefill, decode, verify, draft2), source
+
+
+def drafting(steps, ids, draft, min_ngram=None, on_token=None):
+    """Step functions for `draft` ('mtp' | 'hybrid' | 'lookup'), the token callback that keeps lookup's history
+    (chained with `on_token`), and the per-cycle source list hybrid fills."""
+    if draft == "mtp":
+        return steps, on_token, []
+    history = list(ids)
+    steps, source = lookup_steps(steps, history, mode=draft, min_ngram=min_ngram)
+
+    def on_tok(t):
+        history.append(t)
+        if on_token:
+            on_token(t)
+
+    return steps, on_tok, source
+
+
+def source_counts(source, trace):
+    """{"accepted_by_source": {drafter: {accepted, cycles}}} of a hybrid run's cycles ({} when none was recorded)."""
+    out = {}
+    for src, c in zip(source, trace):
+        o = out.setdefault(src, {"accepted": 0, "cycles": 0})
+        o["accepted"] += c["accepted"]
+        o["cycles"] += 1
+    return {"accepted_by_source": out} if out else {}

@@ -278,6 +278,18 @@ def test_cli_generate_json(tmp_path):
     rc, out2, _ = _cli("generate", "--backbone", "tiny:gemma3", "--no-mtp", "--prompt", "Hello world",
                        "--max-new-tokens", "12", "--json")
     assert json.loads(out2.strip().splitlines()[-1])["tokens"] == doc["tokens"]
+    # who drafts changes the speed, never the text; hybrid says which drafter served its cycles
+    rep = "one two three one two three one two"
+    docs = {}
+    for draft in ("mtp", "hybrid", "lookup"):
+        rc, o, err = _cli("generate", "--backbone", "tiny:gemma3", "--head", str(tmp_path), "--prompt", rep,
+                          "--max-new-tokens", "24", "--json", "--draft", draft)
+        assert rc == 0, err
+        docs[draft] = json.loads(o.strip().splitlines()[-1])
+        assert docs[draft]["draft"] == draft
+    assert docs["mtp"]["tokens"] == docs["hybrid"]["tokens"] == docs["lookup"]["tokens"]
+    src = docs["hybrid"].get("accepted_by_source", {})
+    assert sum(v["cycles"] for v in src.values()) == docs["hybrid"]["cycles"] and "lookup" in src
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -311,8 +311,21 @@ def test_confidence_gate_declines_unsure_drafts_and_stays_exact(tmp_path):
     assert set(s["hybrid_min_ngram"]) == {"drafter", "drafter_ctx"} and set(s["hybrid_min_ngram"].values()) <= {1, 2, 3}
     for d, n in s["hybrid_min_ngram"].items():
         assert s["predicted_speedup_hybrid"][d][str(n)] == max(s["predicted_speedup_hybrid"][d].values())
-    man_path = out / "android" / "manifest.json"
+    # who drafts by default: the best predicted of head, hybrid and lookup; generate follows it, same text
+    pd = s["predicted_speedup_per_draft"]
+    assert s["draft"] in ("mtp", "hybrid", "lookup") and pd[s["draft"]] == max(pd.values())
+    texts, man_path = {}, out / "android" / "manifest.json"
     man = json.loads(man_path.read_text())
+    man["settings"]["K"] = 3  # a tiny model's speedup may be too small for calibrate to keep MTP on
+    man_path.write_text(json.dumps(man))
+    for draft in ("auto", "mtp", "hybrid", "lookup"):
+        r = subprocess.run([sys.executable, "-m", "mtplite.cli", "generate", str(out), "--prompt", PROMPTS[0],
+                            "--max-new-tokens", "20", "--json", "--draft", draft], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        doc = json.loads(r.stdout.strip().splitlines()[-1])
+        texts[draft] = doc["tokens"]
+        assert doc["draft"] == (s["draft"] if draft == "auto" else draft)
+    assert len(set(map(tuple, texts.values()))) == 1
     man["settings"]["min_prob"] = first[len(first) // 2]
     man["settings"]["hybrid_min_ngram"] = {"drafter": 3, "drafter_ctx": 2}
     man_path.write_text(json.dumps(man))

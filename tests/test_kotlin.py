@@ -148,6 +148,8 @@ def write_manifest_fixtures(dirpath):
         "hybrid-range": (mut(lambda m: m.update(settings={"K": 3, "hybrid_min_ngram": {"drafter_ctx": 4}})), "hybrid_min_ngram"),
         "hybrid-key": (mut(lambda m: m.update(settings={"K": 3, "hybrid_min_ngram": {"head": 2}})), "hybrid_min_ngram"),
         "hybrid-list": (mut(lambda m: m.update(settings={"K": 3, "hybrid_min_ngram": [3]})), "hybrid_min_ngram"),
+        "draft-ok": (mut(lambda m: m.update(settings={"K": 3, "draft": "lookup"})), None),
+        "draft-bad": (mut(lambda m: m.update(settings={"K": 3, "draft": "tree"})), "settings.draft"),
         "context-path": (mut(lambda m: m["context_drafter"].update(file="../drafter_ctx.tflite")), "context_drafter.file"),
         "context-ids": (mut(lambda m: m["context_drafter"].update(space_ids=[-1])), "context_drafter.space_ids"),
         "context-max": (mut(lambda m: m["context_drafter"].update(max_ids=0)), "context_drafter.max_ids"),

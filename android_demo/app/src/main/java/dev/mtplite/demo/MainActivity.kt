@@ -59,8 +59,15 @@ class MainActivity : Activity() {
                 val ids = (listOfNotNull(manifest.bosId) + vocab.encode(text)).toIntArray()
                 val emitted = ArrayList<Int>()
                 val t0 = System.nanoTime()
-                val g = generate(ids, bundle, bundle, if (mtp) manifest.k else 0, 256, manifest.eosIds.toSet(),
+                // who drafts: calibrate's choice for this device (settings.draft): the head, hybrid or lookup alone
+                val hybrid = when (manifest.draft) {
+                    "hybrid" -> HybridDrafter(ids, bundle, manifest.hybridMinNgram(bundle.useContext))
+                    "lookup" -> HybridDrafter(ids, null)
+                    else -> null
+                }
+                val g = generate(ids, bundle, hybrid ?: bundle, if (mtp) manifest.k else 0, 256, manifest.eosIds.toSet(),
                     manifest.cacheLength, onToken = { t ->
+                        hybrid?.record(t)
                         emitted.add(t)
                         val s = vocab.decode(emitted)
                         val tps = emitted.size / ((System.nanoTime() - t0) / 1e9)

@@ -18,6 +18,7 @@ data class Manifest(
     val context: ContextDrafter? = null,  // drafter_ctx.tflite: the head with the context draft space (ContextSpace)
     // settings.hybrid_min_ngram: per drafter ("drafter" / "drafter_ctx"), the shortest lookup match hybrid copies
     val hybridMinNgram: Map<String, Int> = emptyMap(),
+    val draft: String = "mtp",  // settings.draft: who drafts by default (mtp | hybrid | lookup), chosen by calibrate
 ) {
     /** The shortest lookup match hybrid copies with the given drafter: calibrate's choice, else [HYBRID_MIN_NGRAM]. */
     fun hybridMinNgram(withContext: Boolean) = hybridMinNgram[if (withContext) "drafter_ctx" else "drafter"] ?: HYBRID_MIN_NGRAM
@@ -102,10 +103,12 @@ fun parseManifest(text: String, where: String): Manifest {
     if (hybrid == null || null in hybrid) {
         fail(where, "settings.hybrid_min_ngram must map drafter / drafter_ctx to 1, 2 or 3; re-run `mtplite calibrate`")
     }
+    val draft = settings?.get("draft") ?: "mtp"
+    if (draft !in listOf("mtp", "hybrid", "lookup")) fail(where, "settings.draft = $draft must be mtp, hybrid or lookup; re-run `mtplite calibrate`")
     val man = Manifest(k, c, v, h, nl, dv, pl.map { it.toInt() }, rl.map { it.toInt() }, eos.map { it.toInt() },
         (m["bos_id"] as? Long)?.toInt(), files.entries.associate { it.key.toString() to it.value.toString() }, sigs,
         settings?.get("K"), m["backbone_fingerprint"] as? String, m["head_fingerprint"] as? String, minProb,
-        m["context_drafter"]?.let { parseContext(it, v, where) }, hybrid.mapKeys { it.key!! })
+        m["context_drafter"]?.let { parseContext(it, v, where) }, hybrid.mapKeys { it.key!! }, draft as String)
     checkContract(man, where)
     return man
 }

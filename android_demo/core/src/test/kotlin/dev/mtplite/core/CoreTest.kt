@@ -218,6 +218,7 @@ class ManifestFixtureTest {
         assertEquals(listOf(1, 3), listOf(hm.hybridMinNgram(false), hm.hybridMinNgram(true)))
         val gate = parseManifest(File(dir, "gate-ok.json").readText(), "gate-ok.json")
         assertEquals(HYBRID_MIN_NGRAM, gate.hybridMinNgram(true))
+        assertEquals(listOf("mtp", "lookup"), listOf(gate.draft, parseManifest(File(dir, "draft-ok.json").readText(), "d").draft))
         File(dir, "kotlin-decisions.txt").writeText(report.toString())
     }
 }
