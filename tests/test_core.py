@@ -496,18 +496,18 @@ def test_hybrid_copies_matches_of_its_minimum_length_and_drafts_with_the_head_ot
     assert draft(7, None, 3, 3) == [5, 7, 7]
 
 
-def test_predict_hybrid_charges_the_head_its_drafter_steps():
+def test_predict_hybrid_charges_the_drafting_time_measured_in_the_loop():
     from mtplite.runtime.cli import predict_hybrid
 
     # 96 tokens in 32 cycles: copied by lookup they cost verifies only; drafted by the head, 3 drafter steps each
-    lookup_only = {"tokens": 97, "plain": 1, "cycles": 32, "head": 0}
-    head_only = {**lookup_only, "head": 32}
-    assert predict_hybrid(lookup_only, 1.0, 1.2, 0.1, 3) == pytest.approx(97 / (1 + 32 * 1.2))
-    assert predict_hybrid(head_only, 1.0, 1.2, 0.1, 3) == pytest.approx(97 / (1 + 32 * 1.5))
+    lookup_only = {"tokens": 97, "plain": 1, "cycles": 32, "draft_s": 0.0}
+    head_only = {**lookup_only, "draft_s": 32 * 3 * 0.1}
+    assert predict_hybrid(lookup_only, 1.0, 1.2) == pytest.approx(97 / (1 + 32 * 1.2))
+    assert predict_hybrid(head_only, 1.0, 1.2) == pytest.approx(97 / (1 + 32 * 1.5))
     # the head's drafting pays where it gets enough more accepted: 97 -> 120 tokens in the same cycles does not
     # cover 0.3 per cycle, 97 -> 130 does
-    assert predict_hybrid({**head_only, "tokens": 120}, 1.0, 1.2, 0.1, 3) < predict_hybrid(lookup_only, 1.0, 1.2, 0.1, 3)
-    assert predict_hybrid({**head_only, "tokens": 130}, 1.0, 1.2, 0.1, 3) > predict_hybrid(lookup_only, 1.0, 1.2, 0.1, 3)
+    assert predict_hybrid({**head_only, "tokens": 120}, 1.0, 1.2) < predict_hybrid(lookup_only, 1.0, 1.2)
+    assert predict_hybrid({**head_only, "tokens": 130}, 1.0, 1.2) > predict_hybrid(lookup_only, 1.0, 1.2)
 
 
 def test_export_refuses_a_backbone_whose_weights_drifted(tmp_path):
