@@ -11,6 +11,7 @@ from pathlib import Path
 
 
 from mtplite.errors import UserError
+from mtplite.runtime.lookup import DRAFTS, HYBRID_NGRAMS
 
 DTYPES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 6: "bool", 7: "int16", 9: "int8", 17: "int4",
           10: "float64", 16: "uint32"}
@@ -227,10 +228,10 @@ def _manifest_fields(man, where):
     if isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 <= g <= 1:
         raise UserError(f"{where}: settings.min_prob = {g!r} must be a number in [0, 1]; re-run `mtplite calibrate`")
     d = (settings or {}).get("draft", "mtp")
-    if d not in ("mtp", "hybrid", "lookup"):
+    if d not in DRAFTS:
         raise UserError(f"{where}: settings.draft = {d!r} must be mtp, hybrid or lookup; re-run `mtplite calibrate`")
     hm = (settings or {}).get("hybrid_min_ngram", {})
-    if not isinstance(hm, dict) or any(k not in ("drafter", "drafter_ctx") or isinstance(v, bool) or v not in (1, 2, 3)
+    if not isinstance(hm, dict) or any(k not in ("drafter", "drafter_ctx") or isinstance(v, bool) or v not in HYBRID_NGRAMS
                                        for k, v in hm.items()):
         raise UserError(f"{where}: settings.hybrid_min_ngram = {hm!r} must map drafter / drafter_ctx to 1, 2 or 3; "
                         f"re-run `mtplite calibrate`")

@@ -261,6 +261,8 @@ def main(argv=None):
     t.add_argument("--standalone-minutes", type=float, default=0)
     t.set_defaults(fn=cmd_train)
 
+    from mtplite.runtime.lookup import DRAFTS
+
     g = sub.add_parser("generate", help="greedy or MTP generation (torch reference or an exported bundle)")
     g.add_argument("bundle", nargs="?", help="an exported dir (runs on LiteRT); omit to use the torch reference")
     g.add_argument("--backbone")
@@ -278,7 +280,7 @@ def main(argv=None):
                    help="plain steps as row 0 of the verify pass (LiteRT and torch), so MTP and plain use identical kernels")
     g.add_argument("--no-context", action="store_true",
                    help="the head drafts from its draft vocabulary only, not also the text's own rarer ids")
-    g.add_argument("--draft", choices=("auto", "mtp", "hybrid", "lookup"), default="auto",
+    g.add_argument("--draft", choices=("auto",) + DRAFTS, default="auto",
                    help="who drafts: the head, prompt lookup where the text repeats and the head elsewhere, or lookup "
                         "alone; auto = the bundle's calibrated choice (settings.draft), else mtp")
     g.set_defaults(fn=cmd_generate)

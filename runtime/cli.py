@@ -2,6 +2,7 @@
 import sys
 
 from mtplite.errors import UserError
+from mtplite.runtime.lookup import DRAFTS
 
 
 def encode(tok, man, text):
@@ -31,7 +32,6 @@ def settings_K(man, mtp_requested):
     return k, f"MTP with K={k} ({s.get('source', 'export default')})"
 
 
-DRAFTS = ("mtp", "hybrid", "lookup")
 DRAFT_WHO = {"mtp": "the MTP head", "hybrid": "prompt lookup on matches of >= {n} tokens, else the MTP head",
              "lookup": "prompt lookup alone (plain steps where the text does not repeat)"}
 

@@ -9,6 +9,7 @@ last 3, 2 or 1 tokens is a strong, free drafter. `history` is the list of every 
 # `mtplite calibrate` per drafter); scripts/bench_hybrid_rule.py compares the choices by speed, side by side
 HYBRID_MIN_NGRAM = 1
 HYBRID_NGRAMS = (1, 2, 3)  # the choices calibrate measures (lookup matches on at most 3 tokens)
+DRAFTS = ("mtp", "hybrid", "lookup")  # who drafts (settings.draft, `generate --draft`)
 
 
 def lookup(history, k, max_ngram=3, min_ngram=1):
@@ -31,10 +32,10 @@ def lookup_steps(steps, history, mode="lookup", min_ngram=None):
     prefill, decode, verify, draft = steps
     source = []  # per cycle: 'lookup' | 'head'
 
-    # Which matches to copy depends on the head: a weak one (head-880k) lost to lookup even on 1-token matches, which
-    # lookup drafts for free (hybrid+gate 1.02x / 0.98x lookup's speed copying on any match, 0.96x / 0.95x leaving
-    # them to the head; results/micro/hybrid_rule_gemma*.json), while a head with the context space beats lookup on
-    # all but 3-token matches (notes/PERF.md, session 18). Hence a measured, per-bundle choice.
+    # Which matches to copy depends on the head and the device: a weak head (head-880k) lost to lookup even on 1-token
+    # matches, which lookup drafts for free (hybrid+gate 1.02x / 0.98x lookup's speed copying on any match, 0.96x /
+    # 0.95x leaving them to the head; results/micro/hybrid_rule_gemma*.json); with the context space the best length
+    # moved between 1 and 3 with backbone and timing (notes/PERF.md, session 18). Hence a measured, per-bundle choice.
     min_ngram = (min_ngram or HYBRID_MIN_NGRAM) if mode == "hybrid" else 1
 
     def draft2(tok, act, pos, k):
