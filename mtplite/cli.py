@@ -67,6 +67,10 @@ def _train(a, bb, t0, dtype):
 
     budget = a.budget_minutes * 60 if a.budget_minutes else None
     prompts = training_prompts(seed=a.seed, limit=a.prompts)
+    if a.programs:  # first, so a data budget distills them before the rest of the corpus
+        from mtplite.data import program_prompts
+
+        prompts = program_prompts(seed=a.seed)[: a.programs] + prompts
     tq = None
     if a.target_quant:
         from mtplite.quantize.fakequant import fake_quantize_backbone_
@@ -81,13 +85,15 @@ def _train(a, bb, t0, dtype):
     bb.model.to(dtype)
     if tq:  # the in-memory copy only; the backbone on disk and its fingerprint stay the float ones
         fake_quantize_backbone_(bb.model, tq)
-    init = None
+    init, held = None, None
     if a.init_head:
-        init, _ = load_head(a.init_head, bb.fingerprint)
+        init, init_meta = load_head(a.init_head, bb.fingerprint)
+        # a fine-tune keeps the templates its starting head held out: new rows must not move them into training
+        held = init_meta.get("val_templates")
     rows = distill_with_echo(bb, prompts, data, echo=a.echo, seed=a.seed, max_new=a.max_new,
                              batch=a.distill_batch or distill_batch(bb), dtype=dtype,
                              budget_s=budget * a.data_share if budget else None)
-    train_rows, val_rows = split_rows(rows, holdout=0.1, seed=a.seed)
+    train_rows, val_rows = split_rows(rows, holdout=0.1, seed=a.seed, held=held)
     left = budget - (time.time() - t0) if budget else None
     if left is not None and left < 5:
         raise UserError(f"--budget-minutes {a.budget_minutes} leaves no time to train after data; raise it")
@@ -231,6 +237,8 @@ def main(argv=None):
     t.add_argument("--prompts", type=int, default=None, help="limit the prompt corpus")
     t.add_argument("--echo", type=int, default=0,
                    help="also distill this many prompts framing the backbone's own continuations (varied styles)")
+    t.add_argument("--programs", type=int, default=0,
+                   help="also distill this many requests for real programs (mtplite.data.program_prompts)")
     t.add_argument("--max-new", type=int, default=64, help="greedy tokens per prompt")
     t.add_argument("--epochs", type=int, default=4)
     t.add_argument("--batch", type=int, default=8, help="training sequences per step")

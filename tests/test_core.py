@@ -439,6 +439,17 @@ def test_training_prompts_share_no_framing_with_the_benchmark_prompts():
     assert all(template_of(r["id"]) == r["template"] for r in echo)
     assert echo_prompts(content, 50, seed=1) == echo[:50]  # deterministic: a cached id names one prompt
     assert echo_texts(["def f(x):\n    return x == 1", "ok", "Fine. " + "word " * 80]) == []
+    # requests for real programs: none opens or ends like a benchmark prompt, none asks for a benchmark code task
+    from mtplite.data import program_prompts
+
+    progs = program_prompts()
+    assert len(progs) >= 1000 and len({r["id"] for r in progs}) == len(progs)
+    assert not ({r["id"] for r in progs} & {r["id"] for r in rows})
+    clash = [r["prompt"] for r in progs if opening(r["prompt"]) in openings or last_line(r["prompt"]) in endings
+             or any(w in r["prompt"].lower() for w in ("prime", "reverse the order", "csv", '"""'))]
+    assert not clash, clash[:3]
+    assert all(template_of(r["id"]) == r["template"] and r["task"] == "code" for r in progs)
+    assert program_prompts()[:20] == progs[:20]  # deterministic: `--programs N` names the same N prompts each run
 
 
 def test_bf16_feature_cache_is_lossless():

@@ -94,14 +94,20 @@ def test_train_target_quant_and_report(tmp_path_factory):
 
     bb, head, *_ = trained("tiny:gemma3")
     tmp = tmp_path_factory.mktemp("qat")
-    save_head(head, tmp / "float-head", {"backbone_fingerprint": bb.fingerprint})
+    from mtplite.data import training_prompts
+    from mtplite.train.train import split_rows
+
+    # the starting head's held-out templates, which the fine-tune must keep though --programs adds templates
+    held = sorted({r["template"] for r in split_rows(training_prompts(limit=128))[1]})[:3]
+    save_head(head, tmp / "float-head", {"backbone_fingerprint": bb.fingerprint, "val_templates": held})
     r = subprocess.run([sys.executable, "-m", "mtplite.cli", "train", "--backbone", "tiny:gemma3", "--out",
                         str(tmp / "qat-head"), "--target-quant", "int8", "--init-head", str(tmp / "float-head"),
-                        "--prompts", "128", "--max-new", "32", "--epochs", "2", "--batch", "16", "--draft-vocab", "256"],
-                       capture_output=True, text=True, timeout=900)
+                        "--prompts", "128", "--programs", "16", "--max-new", "32", "--epochs", "2", "--batch", "16",
+                        "--draft-vocab", "256"], capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
     qhead, doc = load_head(tmp / "qat-head", bb.fingerprint)
     assert doc["target_quant"]["backbone"] == "int8" and doc["init_head"]
+    assert doc["val_templates"] == held and doc["train_sequences"] + doc["val_sequences"] == 128 + 16
     assert qhead.c.draft_ids == head.c.draft_ids  # fine-tuned, not re-initialised
     from mtplite.quantize.quantize import parse_recipe
 

@@ -119,6 +119,8 @@ def template_of(row_id):
     parts = row_id.split("-")
     if is_echo(row_id):
         return f"{parts[1]}-e{int(parts[2][1:3])}"
+    if len(parts) == 3 and parts[0] == "train" and parts[2][:1] == "p":  # program_prompts
+        return f"{parts[1]}-p{parts[2][1]}"
     if len(parts) == 3 and parts[0] == "train":
         tag = parts[2].rstrip("0123456789")
         i = int(parts[2][len(tag):])

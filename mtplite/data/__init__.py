@@ -289,6 +289,45 @@ def drill_prompts():
     return rows
 
 
+# Requests for real programs (`mtplite train --programs N`): the corpus's code prompts are topic-themed continuations
+# (a Lua tally "about a neighbour's barking dog"), so an instruction-tuned backbone often answers them in prose and a
+# head trained on them drafts prose inside code. None of these is a benchmark task, and none uses the benchmark's
+# code formats (a Python signature with a docstring, a "# Python: ..." comment over an import).
+PROGRAM_FORMATS = ["Write a {lang} function to {task}.", "How do I {task} in {lang}? Show the code.",
+                   "Implement this in {lang}, with a short usage example: {task}.",
+                   "Write unit tests in {lang} for code that should {task}.",
+                   "In {lang}: {task}. Explain in one sentence, then give the code."]
+PROGRAM_LANGS = ["Python", "JavaScript", "TypeScript", "Java", "C", "C++", "Go", "Rust", "Kotlin", "Bash"]
+PROGRAM_TASKS = [
+    "check whether a string is a palindrome", "return the n-th Fibonacci number", "merge two sorted lists",
+    "count how often each word appears in a text", "find the largest number in a list", "remove duplicate items "
+    "from a list while keeping their order", "convert a temperature from Celsius to Fahrenheit", "compute the "
+    "factorial of n", "binary search a sorted array", "flatten a nested list", "parse a date like 2024-03-15 into "
+    "year, month and day", "validate an email address", "sum the digits of an integer", "compute the average of a "
+    "list of numbers", "capitalize the first letter of every word", "check whether two strings are anagrams",
+    "rotate a matrix by 90 degrees", "find the greatest common divisor of two numbers", "implement a stack with "
+    "push and pop", "read a JSON file and print one of its fields", "send an HTTP GET request and print the status "
+    "code", "sort a list of people by age", "compute the distance between two points", "check whether a year is a "
+    "leap year", "convert a number to binary", "count the vowels in a string", "find the second smallest number in "
+    "a list", "group a list of words by their first letter", "implement FizzBuzz up to 100", "retry a function up to "
+    "three times when it fails", "compute a running total of a list", "truncate a string to 20 characters with an "
+    "ellipsis", "check whether parentheses in a string are balanced", "build a dictionary from two lists", "compute "
+    "the median of a list", "list the files in a directory", "convert a string to snake_case", "find all pairs in a "
+    "list that sum to a target", "implement a simple LRU cache", "format a number of seconds as hours:minutes:seconds"]
+
+
+def program_prompts(seed: int = 0):
+    """Every (format x language x task) program request, shuffled deterministically; ids `train-code-p<format><n>`
+    (template `code-p<format>`)."""
+    rows = []
+    for k, fmt in enumerate(PROGRAM_FORMATS):
+        for n, (lang, task) in enumerate(itertools.product(PROGRAM_LANGS, PROGRAM_TASKS)):
+            rows.append({"id": f"train-code-p{k}{n:04d}", "task": "code", "template": f"code-p{k}",
+                         "prompt": fmt.format(lang=lang, task=task)})
+    random.Random(seed + 77).shuffle(rows)
+    return rows
+
+
 def training_prompts(seed: int = 0, limit: int | None = None, drills: bool = True):
     """All (format x topic x name) prompts and the copy drills, shuffled deterministically (~13,100). Each row names
     its `template` (task + format), so validation can hold out whole templates; a template keeps its key across topic
