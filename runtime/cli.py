@@ -45,7 +45,7 @@ def generate_bundle(a):
     from mtplite.cli import _print_result
     from mtplite.model import generate as G
     from mtplite.runtime.litert import Bundle, load_tokenizer
-    from mtplite.runtime.lookup import HYBRID_MIN_NGRAM, drafting, source_counts
+    from mtplite.runtime.lookup import drafting, source_counts
 
     b = Bundle(a.bundle, threads=a.threads, mtp=not a.no_mtp, exact=a.exact, context=not a.no_context)
     tok = load_tokenizer(a.bundle)
@@ -65,7 +65,7 @@ def generate_bundle(a):
         on_tok = lambda t: print(tok.decode([t], skip_special_tokens=True), end="", flush=True, file=sys.stderr)
     draft = settings_draft(b.man) if a.draft == "auto" else a.draft
     if K:
-        print(f"mtplite: drafting with {DRAFT_WHO[draft].format(n=b.hybrid_min_ngram() or HYBRID_MIN_NGRAM)}"
+        print(f"mtplite: drafting with {DRAFT_WHO[draft].format(n=b.hybrid_min_ngram())}"
               + (" (settings.draft)" if a.draft == "auto" and draft != "mtp" else ""), file=sys.stderr)
     steps, on_tok, source = drafting(b.steps(), ids, draft if K else "mtp", b.hybrid_min_ngram(), on_tok)
     res = G.run(ids, steps, max_new_tokens=a.max_new_tokens, eos_ids=set(b.man["eos_ids"]), K=K, cache_len=b.C,
@@ -172,9 +172,10 @@ def calibrate(out, prompts=None, threads=2, max_new=48, progress=print, n=12):
     # verify and drafter steps are timed inside the loop: each runs right after the other graph, with colder caches
     # than back to back (Gemma int8 here: a drafter step 1.9 ms in the loop vs 1.4 ms timed alone)
     depth, cyc, cycles, ver_s, dr_s = np.zeros(K), 0, [], 0.0, 0.0
-    for p in prompts:
+    encoded = [encode(tok, b.man, p["prompt"]) for p in prompts]  # every calibration run below uses them
+    for ids in encoded:
         b.record_probs = []  # the gate's cost (one softmax over the draft space) is part of the step we time
-        r = G.run(encode(tok, b.man, p["prompt"]), b.steps(), max_new_tokens=max_new, eos_ids=set(b.man["eos_ids"]),
+        r = G.run(ids, b.steps(), max_new_tokens=max_new, eos_ids=set(b.man["eos_ids"]),
                   K=K, cache_len=b.C)
         depth += np.array(r["per_depth"][:K], float)
         cyc += r["cycles"]
@@ -184,7 +185,7 @@ def calibrate(out, prompts=None, threads=2, max_new=48, progress=print, n=12):
     if not cyc:
         raise UserError(f"{out}: the calibration prompts gave no draft cycle to time; pass longer --prompts")
     t_ver, t_dr = ver_s / cyc, dr_s / (cyc * K)
-    hybrid, hybrid_pred, lookup_pred = calibrate_lookup(b, tok, prompts, max_new, t_dec, t_ver)
+    hybrid, hybrid_pred, lookup_pred = calibrate_lookup(b, encoded, max_new, t_dec, t_ver)
     acc = depth / max(cyc, 1)
     pred = {}
     for k in range(1, K + 1):
@@ -219,17 +220,16 @@ def calibrate(out, prompts=None, threads=2, max_new=48, progress=print, n=12):
     return man["settings"]
 
 
-def calibrate_lookup(b, tok, prompts, max_new, t_dec, t_ver):
+def calibrate_lookup(b, encoded, max_new, t_dec, t_ver):
     """Predicted speedups of prompt lookup alone and of hybrid per shortest match it copies (HYBRID_NGRAMS), per
-    drafter the bundle has, on the calibration prompts. Returns hybrid's best match length per drafter (ties to the
-    shorter match: lookup drafts for free), the hybrid predictions and lookup's."""
+    drafter the bundle has, on the calibration prompts (`encoded`: their ids). Returns hybrid's best match length
+    per drafter (ties to the shorter match: lookup drafts for free), the hybrid predictions and lookup's."""
     from mtplite.model import generate as G
     from mtplite.runtime.lookup import HYBRID_NGRAMS, drafting
 
     def counts(draft, n=None):
         c = {"tokens": 0, "plain": 0, "cycles": 0, "draft_s": 0.0}
-        for p in prompts:
-            ids = encode(tok, b.man, p["prompt"])
+        for ids in encoded:
             steps, on_tok, _ = drafting(b.steps(), ids, draft, min_ngram=n)
             r = G.run(ids, steps, max_new_tokens=max_new, eos_ids=set(b.man["eos_ids"]), K=b.K, cache_len=b.C,
                       on_token=on_tok)

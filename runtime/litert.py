@@ -277,9 +277,11 @@ class Bundle:
         return float((self.man.get("settings") or {}).get("min_prob") or 0.0)
 
     def hybrid_min_ngram(self):
-        """The shortest lookup match hybrid copies with the drafter in use (calibrate's choice; None = the default)."""
+        """The shortest lookup match hybrid copies with the drafter in use: calibrate's choice, else the default."""
+        from mtplite.runtime.lookup import HYBRID_MIN_NGRAM
+
         hm = (self.man.get("settings") or {}).get("hybrid_min_ngram") or {}
-        return hm.get("drafter_ctx" if self.use_context else "drafter")
+        return hm.get("drafter_ctx" if self.use_context else "drafter", HYBRID_MIN_NGRAM)
 
     def steps(self):
         self.reset()

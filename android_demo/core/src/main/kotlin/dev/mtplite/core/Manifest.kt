@@ -97,18 +97,15 @@ fun parseManifest(text: String, where: String): Manifest {
     }
     if (minProb < 0 || minProb > 1) fail(where, "settings.min_prob = $minProb must be in [0, 1]; re-run `mtplite calibrate`")
     val hm = settings?.get("hybrid_min_ngram") ?: emptyMap<String, Any?>()
-    val hybrid = (hm as? Map<*, *>)?.entries?.associate { (d, n) ->
-        if (d !in listOf("drafter", "drafter_ctx") || n !in listOf(1L, 2L, 3L)) null to 0 else d.toString() to (n as Long).toInt()
-    }
-    if (hybrid == null || null in hybrid) {
+    if (hm !is Map<*, *> || hm.any { (d, n) -> d !in listOf("drafter", "drafter_ctx") || n !in listOf(1L, 2L, 3L) })
         fail(where, "settings.hybrid_min_ngram must map drafter / drafter_ctx to 1, 2 or 3; re-run `mtplite calibrate`")
-    }
+    val hybrid = hm.entries.associate { (d, n) -> d.toString() to (n as Long).toInt() }
     val draft = settings?.get("draft") ?: "mtp"
     if (draft !in listOf("mtp", "hybrid", "lookup")) fail(where, "settings.draft = $draft must be mtp, hybrid or lookup; re-run `mtplite calibrate`")
     val man = Manifest(k, c, v, h, nl, dv, pl.map { it.toInt() }, rl.map { it.toInt() }, eos.map { it.toInt() },
         (m["bos_id"] as? Long)?.toInt(), files.entries.associate { it.key.toString() to it.value.toString() }, sigs,
         settings?.get("K"), m["backbone_fingerprint"] as? String, m["head_fingerprint"] as? String, minProb,
-        m["context_drafter"]?.let { parseContext(it, v, where) }, hybrid.mapKeys { it.key!! }, draft as String)
+        m["context_drafter"]?.let { parseContext(it, v, where) }, hybrid, draft as String)
     checkContract(man, where)
     return man
 }
