@@ -43,6 +43,8 @@ def cmd_train(a):
         raise UserError(f"--feat-loss {a.feat_loss}: a weight, 0 (off) or more")
     check_copy_heads(a.copy_heads)
     check_context(a.context)
+    if a.programs < 0:
+        raise UserError(f"--programs {a.programs}: how many program requests to distill, 0 (none) or more")
     torch.manual_seed(a.seed)
     torch.set_num_threads(a.threads or torch.get_num_threads())
     dev = pick_device(a.device)

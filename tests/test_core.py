@@ -217,6 +217,8 @@ def test_cli_bad_inputs(tmp_path):
     assert "--distill-batch 0" in msg
     msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), "--echo", "-1")[::2])
     assert "--echo -1" in msg
+    msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), "--programs", "-5")[::2])
+    assert "--programs -5" in msg
     msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), "--device", "tpu")[::2])
     assert "--device tpu" in msg
     msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"),
