@@ -64,7 +64,7 @@ def _train(a, bb, t0, dtype):
     from mtplite.errors import UserError
     from mtplite.model.head import load_head, save_head
     from mtplite.paths import cache_dir
-    from mtplite.train.distill import distill_with_echo
+    from mtplite.train.distill import distill_with_echo, with_cached
     from mtplite.train.train import SPLIT, distill_batch, split_rows, template_of, train_head
 
     budget = a.budget_minutes * 60 if a.budget_minutes else None
@@ -95,6 +95,8 @@ def _train(a, bb, t0, dtype):
     rows = distill_with_echo(bb, prompts, data, echo=a.echo, seed=a.seed, max_new=a.max_new,
                              batch=a.distill_batch or distill_batch(bb), dtype=dtype,
                              budget_s=budget * a.data_share if budget else None)
+    if a.all_cached:
+        rows = with_cached(rows, data)
     train_rows, val_rows = split_rows(rows, holdout=0.1, seed=a.seed, held=held)
     left = budget - (time.time() - t0) if budget else None
     if left is not None and left < 5:
@@ -116,7 +118,7 @@ def _train(a, bb, t0, dtype):
         n_tok = sum(len(r["tokens"]) - r["prompt_len"] for r in train_rows)
         meta = {"backbone": a.backbone, "backbone_fingerprint": bb.fingerprint, "seed": a.seed, "split": SPLIT,
                 "val_templates": sorted({r.get("template") or template_of(r["id"]) for r in val_rows}),
-                "target_quant": tq, "init_head": a.init_head, "kd": a.kd, "feat_loss": a.feat_loss,
+                "target_quant": tq, "init_head": a.init_head, "all_cached": a.all_cached, "kd": a.kd, "feat_loss": a.feat_loss,
                 "train_sequences": len(train_rows), "train_generated_tokens": n_tok, "val_sequences": len(val_rows),
                 **info}
         save_head(head, a.out, meta)
@@ -241,6 +243,9 @@ def main(argv=None):
                    help="also distill this many prompts framing the backbone's own continuations (varied styles)")
     t.add_argument("--programs", type=int, default=0,
                    help="also distill this many requests for real programs (mtplite.data.program_prompts)")
+    t.add_argument("--all-cached", action="store_true",
+                   help="also train on every row already distilled for this backbone, --max-new and --target-quant "
+                        "(earlier runs' prompts), not only this run's")
     t.add_argument("--max-new", type=int, default=64, help="greedy tokens per prompt")
     t.add_argument("--epochs", type=int, default=4)
     t.add_argument("--batch", type=int, default=8, help="training sequences per step")

@@ -193,6 +193,12 @@ def test_train_echo_distills_framed_continuations_into_the_same_cache(tmp_path):
     assert len(held_out_rows(cache, **split_of(doc))) == doc["val_sequences"] > 0  # the split training made
     rc, out, err = _cli(*args, env=env)
     assert rc == 0 and len(cache.read_text().splitlines()) == 36, err[-2000:]
+    # --all-cached: a run asking for 8 prompts trains on all 36 cached rows, split by the same templates
+    rc, out, err = _cli(*args[:5], "--prompts", "8", *args[9:], "--all-cached", env=env)
+    assert rc == 0 and len(cache.read_text().splitlines()) == 36, err[-2000:]
+    doc2 = json.loads((tmp_path / "h" / "head.json").read_text())
+    assert doc2["all_cached"] and doc2["train_sequences"] + doc2["val_sequences"] == 36
+    assert doc2["val_templates"] == doc["val_templates"]
 
 
 def test_cli_bad_inputs(tmp_path):

@@ -124,6 +124,13 @@ def distill(backbone, prompts, out_path, max_new=64, batch=8, dtype=torch.float3
             for p in prompts if p["id"] in done]
 
 
+def with_cached(rows, path):
+    """rows, then every other row cached in path (prompts of earlier runs: other --prompts, --echo or --programs
+    counts), in cache order. Benchmark prompts never reach a cache, so none can join."""
+    have = {r["id"] for r in rows}
+    return rows + [r for i, r in load_rows(path).items() if i not in have]
+
+
 def benchmark_rows(backbone, max_new=64):
     """The shipped benchmark prompts' own greedy rows (never cached: evaluation only, never training data)."""
     from mtplite.errors import UserError
