@@ -264,6 +264,26 @@ def test_exact_mode_plain_through_verify_graph():
         assert plain["tokens"] == mtp["tokens"]
 
 
+def test_calibration_prompts_take_every_task_in_turn():
+    """calibrate's default prompts: held-out templates only, every task of the held-out set among the first 12 and
+    no template twice before each of its task's templates had a turn (the first 12 in corpus order held no rewrite)."""
+    from collections import Counter
+
+    from mtplite.data import training_prompts
+    from mtplite.runtime.cli import calibration_prompts
+    from mtplite.train.train import split_rows
+
+    val = split_rows(training_prompts())[1]
+    held = {r["template"] for r in val}
+    got = calibration_prompts(12, "by-task", sorted(held))
+    assert len(got) == 12 and {r["template"] for r in got} <= held
+    assert {r["task"] for r in got} == {r["task"] for r in val} and len({r["task"] for r in val}) == 6
+    for task in {r["task"] for r in got}:
+        n = Counter(r["template"] for r in got if r["task"] == task)
+        assert max(n.values()) - min(n.values()) <= 1 and len(n) == min(sum(n.values()), len(
+            {r["template"] for r in val if r["task"] == task}))
+
+
 def test_confidence_gate_declines_unsure_drafts_and_stays_exact(tmp_path):
     """The head's drafts stop below `min_prob`: a gate nobody passes leaves only plain steps, a middling one mixes
     plain steps and (padded) cycles; the output is plain greedy's either way. calibrate picks a gate and bench runs it."""
