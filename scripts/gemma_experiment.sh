@@ -17,7 +17,7 @@ mkdir -p "$E_DIR" "$R"
 [ -f "$E_DIR/bundle-int8/android/manifest.json" ] || mtplite export --backbone gemma3-270m --head "$HEAD" \
   --out "$E_DIR/bundle-int8" --quant int8
 mtplite calibrate "$E_DIR/bundle-int8"
-mtplite bench "$E_DIR/bundle-int8" --modes plain,mtp,mtp+ctx,mtp+gate,lookup,hybrid,hybrid+ctx,hybrid+gate "${ALSO[@]}" \
+mtplite bench "$E_DIR/bundle-int8" --modes plain,mtp,mtp+ctx,lookup,hybrid,hybrid+ctx,mtp+ctx+gate,hybrid+ctx+gate "${ALSO[@]}" \
   --no-engine --json "$R/bench.json"
 FP=$(python -c 'import json,sys;print(json.load(open(sys.argv[1]))["backbone_fingerprint"])' "$HEAD/head.json")
 [ -f "$R/generalization_gap.json" ] || python scripts/generalization_gap.py --backbone gemma3-270m --head "$HEAD" \
