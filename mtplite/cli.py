@@ -118,7 +118,8 @@ def _train(a, bb, t0, dtype):
         n_tok = sum(len(r["tokens"]) - r["prompt_len"] for r in train_rows)
         meta = {"backbone": a.backbone, "backbone_fingerprint": bb.fingerprint, "seed": a.seed, "split": SPLIT,
                 "val_templates": sorted({r.get("template") or template_of(r["id"]) for r in val_rows}),
-                "target_quant": tq, "init_head": a.init_head, "all_cached": a.all_cached, "kd": a.kd, "feat_loss": a.feat_loss,
+                "target_quant": tq, "init_head": a.init_head, "all_cached": a.all_cached, "kd": a.kd,
+                "feat_loss": a.feat_loss,
                 "train_sequences": len(train_rows), "train_generated_tokens": n_tok, "val_sequences": len(val_rows),
                 **info}
         save_head(head, a.out, meta)
