@@ -280,8 +280,8 @@ def test_calibration_prompts_take_every_task_in_turn():
     assert {r["task"] for r in got} == {r["task"] for r in val} and len({r["task"] for r in val}) == 6
     for task in {r["task"] for r in got}:
         n = Counter(r["template"] for r in got if r["task"] == task)
-        assert max(n.values()) - min(n.values()) <= 1 and len(n) == min(sum(n.values()), len(
-            {r["template"] for r in val if r["task"] == task}))
+        templates = {r["template"] for r in val if r["task"] == task}
+        assert max(n.values()) - min(n.values()) <= 1 and len(n) == min(sum(n.values()), len(templates))
 
 
 def test_confidence_gate_declines_unsure_drafts_and_stays_exact(tmp_path):
