@@ -66,15 +66,15 @@ def run(prompt_ids, steps, *, max_new_tokens, eos_ids=(), K=0, cache_len, should
             continue
         t1 = time.perf_counter()
         drafts = draft(tok, act, pos, K)
+        t2 = time.perf_counter()
+        stats["draft_s"] += t2 - t1  # declined drafts cost time too (a gated head ran a step before it declined)
         if drafts is None:  # the drafter declined (no lookup match, an unsure head): a plain step is cheaper
             stats["plain_steps"] += 1
             tok, act = decode(tok, pos)
             pos += 1
             alive = emit(tok)
             continue
-        t2 = time.perf_counter()
         ys, acts = verify([tok] + list(drafts), pos)
-        stats["draft_s"] += t2 - t1
         stats["verify_s"] += time.perf_counter() - t2
         n = 0
         while n < K and drafts[n] == ys[n]:

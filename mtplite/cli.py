@@ -296,6 +296,8 @@ def main(argv=None):
                    help="plain steps as row 0 of the verify pass (LiteRT and torch), so MTP and plain use identical kernels")
     g.add_argument("--no-context", action="store_true",
                    help="the head drafts from its draft vocabulary only, not also the text's own rarer ids")
+    g.add_argument("--no-gate", action="store_true",
+                   help="bundles: the head drafts every cycle, not only while it is sure (settings.min_prob)")
     g.add_argument("--draft", choices=("auto",) + DRAFTS, default="auto",
                    help="who drafts: the head, prompt lookup where the text repeats and the head elsewhere, or lookup "
                         "alone; auto = the bundle's calibrated choice (settings.draft), else mtp")

@@ -66,9 +66,13 @@ def generate_bundle(a):
     if a.stream:
         on_tok = lambda t: print(tok.decode([t], skip_special_tokens=True), end="", flush=True, file=sys.stderr)
     draft = settings_draft(b.man) if a.draft == "auto" else a.draft
+    # the head drafts only while it is as sure as calibrate found pays (settings.min_prob), as the Android app runs it
+    b.min_prob = 0.0 if a.no_gate or draft == "lookup" else b.calibrated_min_prob()
     if K:
         print(f"mtplite: drafting with {DRAFT_WHO[draft].format(n=b.hybrid_min_ngram())}"
-              + (" (settings.draft)" if a.draft == "auto" and draft != "mtp" else ""), file=sys.stderr)
+              + (" (settings.draft)" if a.draft == "auto" and draft != "mtp" else "")
+              + (f", the head's drafts gated at p >= {b.min_prob} (settings.min_prob)" if b.min_prob else ""),
+              file=sys.stderr)
     steps, on_tok, source = drafting(b.steps(), ids, draft if K else "mtp", b.hybrid_min_ngram(), on_tok)
     res = G.run(ids, steps, max_new_tokens=a.max_new_tokens, eos_ids=set(b.man["eos_ids"]), K=K, cache_len=b.C,
                 should_stop=stop, on_token=on_tok)
@@ -187,7 +191,6 @@ def calibrate(out, prompts=None, threads=2, max_new=48, progress=print, n=CALIBR
     if not cyc:
         raise UserError(f"{out}: the calibration prompts gave no draft cycle to time; pass longer --prompts")
     t_ver, t_dr = ver_s / cyc, dr_s / (cyc * K)
-    hybrid, hybrid_pred, lookup_pred = calibrate_lookup(b, encoded, max_new, t_dec, t_ver)
     acc = depth / max(cyc, 1)
     pred = {}
     for k in range(1, K + 1):
@@ -195,6 +198,7 @@ def calibrate(out, prompts=None, threads=2, max_new=48, progress=print, n=CALIBR
         pred[k] = tau * t_dec / (k * t_dr + t_ver)  # verify cost measured at K+1 (the only verify graph)
     gate_pred = {g: predict_gate(cycles, t_dec, t_ver, t_dr, g) * t_dec for g in GATES}
     gate = max(GATES, key=lambda g: (round(gate_pred[g], 3), -g))
+    hybrid, hybrid_pred, lookup_pred = calibrate_lookup(b, encoded, max_new, t_dec, t_ver, gate)
     # who drafts by default: the head, hybrid (with the drafter generate runs) or lookup alone; ties go to the head
     default = "drafter_ctx" if b.use_context else "drafter"
     by_draft = {"mtp": max(pred[K], gate_pred[gate]), "hybrid": hybrid_pred[default][str(hybrid[default])],
@@ -208,7 +212,7 @@ def calibrate(out, prompts=None, threads=2, max_new=48, progress=print, n=CALIBR
                        "predicted_speedup": round(sp, 3),
                        "reason": f"predicted {sp:.2f}x at K={K} drafting with "
                                  + DRAFT_WHO[draft].format(n=hybrid[default])
-                                 + (f", its drafts gated at p >= {gate}" if gate and draft == "mtp" else ""),
+                                 + (f", the head's drafts gated at p >= {gate}" if gate and draft != "lookup" else ""),
                        "predicted_speedup_per_draft": {d: round(v, 3) for d, v in by_draft.items()},
                        "measured": {"decode_ms": 1e3 * t_dec, "verify_ms": 1e3 * t_ver, "drafter_step_ms": 1e3 * t_dr,
                                     "acceptance_per_depth": acc.tolist(), "cycles": cyc},
@@ -222,15 +226,15 @@ def calibrate(out, prompts=None, threads=2, max_new=48, progress=print, n=CALIBR
     return man["settings"]
 
 
-def calibrate_lookup(b, encoded, max_new, t_dec, t_ver):
-    """Predicted speedups of prompt lookup alone and of hybrid per shortest match it copies (HYBRID_NGRAMS), per
-    drafter the bundle has, on the calibration prompts (`encoded`: their ids). Returns hybrid's best match length
-    per drafter (ties to the shorter match: lookup drafts for free), the hybrid predictions and lookup's."""
+def draft_counts(b, encoded, max_new, draft, n=None, gate=0.0):
+    """Tokens, plain decode steps (the first one after prefill included), cycles and drafting seconds of `draft`
+    ('lookup' | 'hybrid' copying matches of >= n tokens) on the prompts `encoded`, the head's drafts gated at `gate`."""
     from mtplite.model import generate as G
-    from mtplite.runtime.lookup import HYBRID_NGRAMS, drafting
+    from mtplite.runtime.lookup import drafting
 
-    def counts(draft, n=None):
-        c = {"tokens": 0, "plain": 0, "cycles": 0, "draft_s": 0.0}
+    c = {"tokens": 0, "plain": 0, "cycles": 0, "draft_s": 0.0}
+    b.min_prob = gate
+    try:
         for ids in encoded:
             steps, on_tok, _ = drafting(b.steps(), ids, draft, min_ngram=n)
             r = G.run(ids, steps, max_new_tokens=max_new, eos_ids=set(b.man["eos_ids"]), K=b.K, cache_len=b.C,
@@ -239,14 +243,26 @@ def calibrate_lookup(b, encoded, max_new, t_dec, t_ver):
             c["plain"] += 1 + r["plain_steps"]
             c["cycles"] += r["cycles"]
             c["draft_s"] += r["draft_s"]
-        return c
+    finally:
+        b.min_prob = 0.0
+    return c
 
-    lookup_pred = round(predict_hybrid(counts("lookup"), t_dec, t_ver), 3)
+
+def calibrate_lookup(b, encoded, max_new, t_dec, t_ver, gate=0.0):
+    """Predicted speedups of prompt lookup alone and of hybrid per shortest match it copies (HYBRID_NGRAMS), per
+    drafter the bundle has, on the calibration prompts (`encoded`: their ids). Hybrid's head cycles run behind the
+    head's gate, as the runtimes run them (the gate moves the best match length: on Gemma's ctx-1m head, gated,
+    lookup's 1-token matches lose to the head). Returns hybrid's best match length per drafter (ties to the shorter
+    match: lookup drafts for free), the hybrid predictions and lookup's."""
+    from mtplite.runtime.lookup import HYBRID_NGRAMS
+
+    lookup_pred = round(predict_hybrid(draft_counts(b, encoded, max_new, "lookup"), t_dec, t_ver), 3)
     choice, pred = {}, {}
     default = b.use_context
     for name in ("drafter", "drafter_ctx") if "drafter_ctx" in b.models else ("drafter",):
         b.use_context = name == "drafter_ctx"
-        pred[name] = {str(n): round(predict_hybrid(counts("hybrid", n), t_dec, t_ver), 3) for n in HYBRID_NGRAMS}
+        pred[name] = {str(n): round(predict_hybrid(draft_counts(b, encoded, max_new, "hybrid", n, gate), t_dec, t_ver), 3)
+                      for n in HYBRID_NGRAMS}
         choice[name] = max(HYBRID_NGRAMS, key=lambda n: (pred[name][str(n)], -n))
     b.use_context = default
     return choice, pred, lookup_pred

@@ -316,6 +316,13 @@ def test_confidence_gate_declines_unsure_drafts_and_stays_exact(tmp_path):
         runs = [G.run(x, bc.steps(), max_new_tokens=30, eos_ids=set(bb.eos_ids), K=3, cache_len=C) for x in ids]
         assert [r["tokens"] for r in runs] == plain and all(check(r) for r in runs), gate
 
+    # calibrate's hybrid runs behind the gate, as the runtimes run it: a gate nobody passes leaves lookup alone
+    from mtplite.runtime.cli import draft_counts
+
+    look = draft_counts(bc, ids, 30, "lookup")
+    assert draft_counts(bc, ids, 30, "hybrid", 1, gate=1.01) == {**look, "draft_s": pytest.approx(look["draft_s"], abs=0.5)}
+    assert draft_counts(bc, ids, 30, "hybrid", 1)["plain"] < look["plain"]  # ungated, the head drafts where lookup cannot
+
     # the predictor: no gate = the ungated cycle cost; a gate nobody passes = plain decoding plus one drafter step
     cycles = [([0.9, 0.8, 0.2], 2), ([0.3, 0.9, 0.9], 0), ([0.95, 0.9, 0.9], 3)]
     assert predict_gate(cycles, 1.0, 1.2, 0.1, 0.0) == pytest.approx((3 + 1 + 4) / (3 * 1.5))
@@ -346,6 +353,18 @@ def test_confidence_gate_declines_unsure_drafts_and_stays_exact(tmp_path):
         texts[draft] = doc["tokens"]
         assert doc["draft"] == (s["draft"] if draft == "auto" else draft)
     assert len(set(map(tuple, texts.values()))) == 1
+    # generate runs the head behind calibrate's gate (settings.min_prob) unless --no-gate: same text either way
+    man["settings"]["min_prob"] = first[-2]  # a gate only the surest first draft passes
+    man_path.write_text(json.dumps(man))
+    cycles = []
+    for flags in ([], ["--no-gate"]):
+        r = subprocess.run([sys.executable, "-m", "mtplite.cli", "generate", str(out), "--prompt", PROMPTS[0],
+                            "--max-new-tokens", "20", "--json", "--draft", "mtp"] + flags, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        doc = json.loads(r.stdout.strip().splitlines()[-1])
+        assert doc["tokens"] == texts["mtp"]
+        cycles.append(doc["cycles"])
+    assert cycles[0] < cycles[1], cycles
     man["settings"]["min_prob"] = first[len(first) // 2]
     man["settings"]["hybrid_min_ngram"] = {"drafter": 3, "drafter_ctx": 2}
     man_path.write_text(json.dumps(man))
