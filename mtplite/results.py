@@ -225,6 +225,30 @@ def gap_rows(g):
             + [""])
 
 
+def same_cycles_rows(sc):
+    """scripts/same_cycles.py: the head and prompt lookup scored on the same cycles of the same greedy stream."""
+    on_l, on_h, nm = sc["on_lookup_cycles"], sc["on_head_cycles"], sc["lookup_no_match"]
+    tasks = [t for t in on_l if t != "all"] + ["all"]
+    f = lambda r, k: f"{r[k]:.2f}" if r and k in r else "-"
+    lose = [t for t in tasks if t != "all" and on_l[t]["head_tau"] < on_l[t]["lookup_tau"]]
+    verdict = "met" if not lose else "missed on " + ", ".join(
+        f"{t} ({on_l[t]['head_tau']:.2f} vs {on_l[t]['lookup_tau']:.2f})" for t in lose)
+    return ([f"The head ({sc['drafter']}, ungated) and prompt lookup on the same cycles of the same greedy stream "
+             f"(`scripts/same_cycles.py`, {sc['prompts']} benchmark prompts, {sc['max_new_tokens']} tokens): lookup "
+             "drives the run and the head drafts from the same state at each of lookup's cycles; then the head drives "
+             "and lookup is scored where it has a match. The bench's τ come from each drafter's own cycles: lookup "
+             "sits out the steps its text has no match for. 'The better draft per cycle' is an oracle's τ (the most a "
+             "rule choosing between the two each cycle could reach).", "",
+             "| task | lookup's cycles | lookup τ | head τ, same cycles | the better draft per cycle | head's cycles "
+             "with a match | head τ | lookup τ, same cycles | lookup's no-match steps | head τ there |",
+             "|---|" + "---|" * 9]
+            + [f"| {t} | {on_l[t]['cycles']} | {f(on_l[t], 'lookup_tau')} | {f(on_l[t], 'head_tau')} | "
+               f"{f(on_l[t], 'better_tau')} | "
+               f"{on_h.get(t, {}).get('cycles', 0)} | {f(on_h.get(t), 'head_tau')} | {f(on_h.get(t), 'lookup_tau')} | "
+               f"{nm.get(t, {}).get('steps', 0)} | {f(nm.get(t), 'head_tau')} |" for t in tasks]
+            + ["", f"Head τ >= lookup τ on lookup's own cycles, every task type: {verdict}.", ""])
+
+
 def speculative_runs(bench):
     """Speculative generations of the main bundle in a bench run (every non-plain mode without an @bundle)."""
     return (len([m for m in bench["modes"] if "@" not in m]) - 1) * bench["table"]["plain"]["all"]["prompts"]
@@ -380,6 +404,8 @@ def experiment_section(exp, page_head_fp=None):
               f"{100 * cp['head_acc_when_no_match']:.1f}% where lookup has no match.", ""] + match_length_rows(cp)
     if (exp / "generalization_gap.json").exists():
         L += gap_rows(json.loads((exp / "generalization_gap.json").read_text()))
+    if (exp / "same_cycles.json").exists():
+        L += same_cycles_rows(json.loads((exp / "same_cycles.json").read_text()))
     return L
 
 
@@ -395,6 +421,8 @@ def backbone_section(run):
     L += mode_table(b) + analysis(b, {"settings": s})[2:]
     if (run / "generalization_gap.json").exists():
         L += gap_rows(json.loads((run / "generalization_gap.json").read_text()))
+    if (run / "same_cycles.json").exists():
+        L += same_cycles_rows(json.loads((run / "same_cycles.json").read_text()))
     return L
 
 
@@ -483,10 +511,11 @@ def analysis(bench, man):
                ", ".join(f"{k} {ra['mtp/plain'].get(k, 0):.2f}x" for k in ("summarize", "rewrite", "reply"))),
               ("head τ >= 3.0 at K=3 on summarize/rewrite/reply",
                ", ".join(f"{k} {t['mtp'][k]['accept_length']:.2f}" for k in ("summarize", "rewrite", "reply")
-                         if t["mtp"].get(k, {}).get("accept_length"))),
-              ("hybrid τ >= 3.0 on summarize/rewrite/reply",
-               ", ".join(f"{k} {t['hybrid'][k]['accept_length']:.2f}" for k in ("summarize", "rewrite", "reply")
-                         if "hybrid" in t and t["hybrid"].get(k, {}).get("accept_length")))]
+                         if t["mtp"].get(k, {}).get("accept_length")))]
+    if "hybrid" in t:
+        checks.append(("hybrid τ >= 3.0 on summarize/rewrite/reply",
+                       ", ".join(f"{k} {t['hybrid'][k]['accept_length']:.2f}" for k in ("summarize", "rewrite", "reply")
+                                 if t["hybrid"].get(k, {}).get("accept_length"))))
     if "mtp+ctx" in t:  # the head with the context draft space (drafter_ctx.tflite), the head alone all the same
         checks.append(("head with the context draft space (mtp+ctx) τ >= 3.0 on summarize/rewrite/reply",
                        ", ".join(f"{k} {t['mtp+ctx'][k]['accept_length']:.2f}" for k in ("summarize", "rewrite", "reply")
@@ -505,10 +534,14 @@ def analysis(bench, man):
         if "mtp+ctx" in t:
             checks.append(("head with the context draft space τ >= prompt lookup τ on every task type",
                            head_vs_lookup("accept_length", "mtp+ctx")))
-    if "hybrid+ctx" in t:
-        checks.append(("hybrid+ctx τ >= 3.0 on summarize/rewrite/reply",
-                       ", ".join(f"{k} {t['hybrid+ctx'][k]['accept_length']:.2f}" for k in ("summarize", "rewrite", "reply")
-                                 if t["hybrid+ctx"].get(k, {}).get("accept_length"))))
+        if "mtp+ctx+gate" in t:  # both sit out the steps they have no draft for: lookup without a match, the head unsure
+            checks.append(("the same head behind its calibrated gate (mtp+ctx+gate) τ >= prompt lookup τ on every task "
+                           "type", head_vs_lookup("accept_length", "mtp+ctx+gate")))
+    for m in ("hybrid+ctx", "hybrid+ctx+gate"):
+        if m in t:
+            checks.append((f"{m} τ >= 3.0 on summarize/rewrite/reply",
+                           ", ".join(f"{k} {t[m][k]['accept_length']:.2f}" for k in ("summarize", "rewrite", "reply")
+                                     if t[m].get(k, {}).get("accept_length"))))
     if "hybrid+gate" in t:
         checks.append(("hybrid+gate τ >= 3.0 on summarize/rewrite/reply",
                        ", ".join(f"{k} {t['hybrid+gate'][k]['accept_length']:.2f}" for k in ("summarize", "rewrite", "reply")

@@ -24,6 +24,7 @@ FP=$(python -c 'import json,sys;print(json.load(open(sys.argv[1]))["backbone_fin
   --data "$HOME/.cache/mtplite/distill/$FP-n96.jsonl" --free-running --json "$R/generalization_gap.json"
 [ -f "$R/copy_probe.json" ] || python scripts/copy_probe.py --backbone gemma3-270m --head "$HEAD" \
   --data "$HOME/.cache/mtplite/distill/$FP-n96.jsonl" --json "$R/copy_probe.json"
+python scripts/same_cycles.py "$E_DIR/bundle-int8" --json "$R/same_cycles.json"
 cp "$HEAD/head.json" "$R/head.json"
 cp "$E_DIR/bundle-int8/android/manifest.json" "$R/manifest.json"
 python -m mtplite.results results/gemma3-270m --out BENCHMARKS.md --auto

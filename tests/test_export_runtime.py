@@ -379,3 +379,36 @@ def test_confidence_gate_declines_unsure_drafts_and_stays_exact(tmp_path):
     assert res["hybrid_min_ngram"] == {"drafter": 3, "drafter_ctx": 2}
     assert res["table"]["plain"]["all"]["tokens_per_pass"] == pytest.approx(1.0)
     assert res["table"]["mtp+gate"]["all"]["tokens_per_pass"] > 1.0
+
+
+def test_same_cycles_scores_each_drafter_as_the_loop_does(tmp_path):
+    """scripts/same_cycles.py scores drafts against the emitted stream: on the driver's own cycles that must give the
+    accepted counts the loop itself recorded (else the head-vs-lookup comparison on shared cycles means nothing)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("same_cycles", Path(__file__).resolve().parents[1] / "scripts" / "same_cycles.py")
+    sc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sc)
+    bb, *_ = trained("tiny:gemma3")
+    b = loaded("tiny:gemma3")
+    checked = 0
+    for p in PROMPTS[:4]:
+        ids = bb.encode(p)
+        for driver in ("lookup", "head"):
+            stream, rec, res = sc.side_by_side(b, ids, 3, driver, 20, set(bb.eos_ids))
+            mine = [sc.accepted(dl if driver == "lookup" else dh, stream, i, 3) for i, dl, dh in rec
+                    if (dl if driver == "lookup" else dh) is not None]
+            loop = [c["accepted"] for c in res["trace"]]
+            assert len(mine) == len(loop) and mine[:-1] == loop[:-1], (driver, mine, loop)  # the last may pass the end
+            checked += sum(loop[:-1])
+    assert checked > 0
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("".join(json.dumps({"id": str(i), "task": t, "prompt": p}) + "\n"
+                               for i, (t, p) in enumerate(zip(("a", "b", "a"), PROMPTS))))
+    r = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[1] / "scripts" / "same_cycles.py"),
+                        str(bundle("tiny:gemma3")), "--prompts", str(prompts), "--max-new-tokens", "20", "--threads", "1",
+                        "--json", str(tmp_path / "sc.json")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "sc.json").read_text())
+    assert doc["prompts"] == 3 and set(doc["on_lookup_cycles"]) == {"a", "b", "all"}
+    assert doc["on_lookup_cycles"]["all"]["cycles"] == sum(doc["on_lookup_cycles"][t]["cycles"] for t in "ab")
