@@ -258,6 +258,7 @@ def test_scripts_bad_inputs(tmp_path):
     for args, needle in ((["copy_probe.py", "--backbone", "nope:xyz", "--head", str(tmp_path), "--data", "x"],
                           "unknown backbone"),
                          (["bench_hybrid_rule.py", str(tmp_path / "nobundle")], "manifest.json"),
+                         (["same_cycles.py", str(tmp_path / "nobundle")], "manifest.json"),
                          (["bench_distill.py", "--batches", "64,0"], "--batches"),
                          (["drill_ablation.py", "--data", "x", "--drills", "0"], "--drills 0"),
                          (["generalization_gap.py", "--backbone", "tiny:gemma3", "--head", str(tmp_path), "--data",
