@@ -102,14 +102,14 @@ fun generate(
         }
         val t1 = clock()
         val drafts = drafter!!.draft(tok, act, pos, k)
+        val t2 = clock()
+        draftNs += t2 - t1  // declined drafts cost time too (a gated head ran a step before it declined)
         if (drafts == null) {
             plainSteps++
             step = backbone.decode(tok, pos); tok = step.token; act = step.activation; pos += 1
             alive = emit(tok); continue
         }
-        val t2 = clock()
         val ver = backbone.verify(intArrayOf(tok) + drafts, pos)
-        draftNs += t2 - t1
         verifyNs += clock() - t2
         var n = 0
         while (n < k && drafts[n] == ver.argmax[n]) { perDepth[n]++; n++ }
