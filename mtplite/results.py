@@ -225,14 +225,18 @@ def gap_rows(g):
             + [""])
 
 
+def met_or_missed(rows):
+    """rows: (task, head, lookup). "met" when the head is at least lookup on every task, else the tasks it misses."""
+    lose = [(k, h, l) for k, h, l in rows if h < l]
+    return "met" if not lose else "missed on " + ", ".join(f"{k} ({h:.2f} vs {l:.2f})" for k, h, l in lose)
+
+
 def same_cycles_rows(sc):
     """scripts/same_cycles.py: the head and prompt lookup scored on the same cycles of the same greedy stream."""
     on_l, on_h, nm = sc["on_lookup_cycles"], sc["on_head_cycles"], sc["lookup_no_match"]
     tasks = [t for t in on_l if t != "all"] + ["all"]
     f = lambda r, k: f"{r[k]:.2f}" if r and k in r else "-"
-    lose = [t for t in tasks if t != "all" and on_l[t]["head_tau"] < on_l[t]["lookup_tau"]]
-    verdict = "met" if not lose else "missed on " + ", ".join(
-        f"{t} ({on_l[t]['head_tau']:.2f} vs {on_l[t]['lookup_tau']:.2f})" for t in lose)
+    verdict = met_or_missed([(t, on_l[t]["head_tau"], on_l[t]["lookup_tau"]) for t in tasks if t != "all"])
     return ([f"The head ({sc['drafter']}, ungated) and prompt lookup on the same cycles of the same greedy stream "
              f"(`scripts/same_cycles.py`, {sc['prompts']} benchmark prompts, {sc['max_new_tokens']} tokens): lookup "
              "drives the run and the head drafts from the same state at each of lookup's cycles; then the head drives "
@@ -507,24 +511,22 @@ def analysis(bench, man):
           "|" + "---|" * (1 + sum(not m.startswith("plain") for m in bench["modes"]))] + rows + [""]
     ra = bench["ratios"]
     mem = bench["memory"]
+    SRR = ("summarize", "rewrite", "reply")
+
+    def srr(m):  # a mode's τ on summarize/rewrite/reply
+        return ", ".join(f"{k} {t[m][k]['accept_length']:.2f}" for k in SRR if t[m].get(k, {}).get("accept_length"))
+
     checks = [("MTP/plain >= 2.0x on summarize/rewrite/reply",
-               ", ".join(f"{k} {ra['mtp/plain'].get(k, 0):.2f}x" for k in ("summarize", "rewrite", "reply"))),
-              ("head τ >= 3.0 at K=3 on summarize/rewrite/reply",
-               ", ".join(f"{k} {t['mtp'][k]['accept_length']:.2f}" for k in ("summarize", "rewrite", "reply")
-                         if t["mtp"].get(k, {}).get("accept_length")))]
+               ", ".join(f"{k} {ra['mtp/plain'].get(k, 0):.2f}x" for k in SRR)),
+              ("head τ >= 3.0 at K=3 on summarize/rewrite/reply", srr("mtp"))]
     if "hybrid" in t:
-        checks.append(("hybrid τ >= 3.0 on summarize/rewrite/reply",
-                       ", ".join(f"{k} {t['hybrid'][k]['accept_length']:.2f}" for k in ("summarize", "rewrite", "reply")
-                                 if t["hybrid"].get(k, {}).get("accept_length"))))
+        checks.append(("hybrid τ >= 3.0 on summarize/rewrite/reply", srr("hybrid")))
     if "mtp+ctx" in t:  # the head with the context draft space (drafter_ctx.tflite), the head alone all the same
-        checks.append(("head with the context draft space (mtp+ctx) τ >= 3.0 on summarize/rewrite/reply",
-                       ", ".join(f"{k} {t['mtp+ctx'][k]['accept_length']:.2f}" for k in ("summarize", "rewrite", "reply")
-                                 if t["mtp+ctx"].get(k, {}).get("accept_length"))))
+        checks.append(("head with the context draft space (mtp+ctx) τ >= 3.0 on summarize/rewrite/reply", srr("mtp+ctx")))
     if "lookup" in t:
         def head_vs_lookup(key, m="mtp"):
-            lose = [k for k in bench["tasks"] if k != "all" and (t[m][k].get(key) or 0) < (t["lookup"][k].get(key) or 0)]
-            return "met" if not lose else "missed on " + ", ".join(
-                f"{k} ({t[m][k][key]:.2f} vs {t['lookup'][k][key]:.2f})" for k in lose)
+            return met_or_missed([(k, t[m][k].get(key) or 0, t["lookup"][k].get(key) or 0)
+                                  for k in bench["tasks"] if k != "all"])
 
         checks.append(("head τ >= prompt lookup τ on every task type", head_vs_lookup("accept_length")))
         # τ counts only the cycles that drafted: lookup sits out the cycles it has no match for (plain steps), the head
@@ -537,15 +539,10 @@ def analysis(bench, man):
         if "mtp+ctx+gate" in t:  # both sit out the steps they have no draft for: lookup without a match, the head unsure
             checks.append(("the same head behind its calibrated gate (mtp+ctx+gate) τ >= prompt lookup τ on every task "
                            "type", head_vs_lookup("accept_length", "mtp+ctx+gate")))
-    for m in ("hybrid+ctx", "hybrid+ctx+gate"):
+    for m in ("hybrid+ctx", "hybrid+ctx+gate", "hybrid+gate"):
         if m in t:
-            checks.append((f"{m} τ >= 3.0 on summarize/rewrite/reply",
-                           ", ".join(f"{k} {t[m][k]['accept_length']:.2f}" for k in ("summarize", "rewrite", "reply")
-                                     if t[m].get(k, {}).get("accept_length"))))
+            checks.append((f"{m} τ >= 3.0 on summarize/rewrite/reply", srr(m)))
     if "hybrid+gate" in t:
-        checks.append(("hybrid+gate τ >= 3.0 on summarize/rewrite/reply",
-                       ", ".join(f"{k} {t['hybrid+gate'][k]['accept_length']:.2f}" for k in ("summarize", "rewrite", "reply")
-                                 if t["hybrid+gate"].get(k, {}).get("accept_length"))))
         checks.append(("hybrid+gate faster than lookup alone (all tasks)",
                        f"{ra['hybrid+gate/plain']['all']:.2f}x vs {ra['lookup/plain']['all']:.2f}x"))
     if "mtp/standalone" in ra:

@@ -25,6 +25,15 @@ def lookup(history, k, max_ngram=3, min_ngram=1):
     return None
 
 
+def accepted(d, stream, i, k):
+    """How many of draft d the greedy `stream` confirms from position i (0 without a draft): a drafter scored on a
+    stream it did not produce (scripts/lookup_replay.py, scripts/same_cycles.py)."""
+    a = 0
+    while d is not None and a < k and i + a < len(stream) and d[a] == stream[i + a]:
+        a += 1
+    return a
+
+
 def lookup_steps(steps, history, mode="lookup", min_ngram=None):
     """Wrap step functions: mode 'lookup' drafts only by lookup (None -> plain step), 'hybrid' takes lookup's
     draft on a match of `min_ngram` (default HYBRID_MIN_NGRAM) or more tokens and the head's otherwise. `history`

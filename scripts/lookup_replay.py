@@ -11,7 +11,7 @@ from collections import Counter
 
 from mtplite.errors import run_main
 from mtplite.paths import write_text_atomic
-from mtplite.runtime.lookup import lookup
+from mtplite.runtime.lookup import accepted, lookup
 from mtplite.train.train import held_out_rows
 
 
@@ -27,14 +27,6 @@ def cycled(history, k, max_ngram):
     s = next(s for s in range(len(history) - n - 1, -1, -1) if history[s:s + n] == tail)
     cont = history[s + n:s + n + k]
     return (cont * k)[:k]
-
-
-def accepted(d, t, i, K):
-    """How many of draft d the greedy stream t confirms from position i (0 without a draft)."""
-    a = 0
-    while d is not None and a < K and i + a < len(t) and d[a] == t[i + a]:
-        a += 1
-    return a
 
 
 def replay(rows, draft, K=3):

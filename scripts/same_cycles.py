@@ -21,15 +21,7 @@ from mtplite.paths import write_text_atomic
 from mtplite.runtime.bench import default_prompts, load_prompts
 from mtplite.runtime.cli import encode
 from mtplite.runtime.litert import Bundle, load_tokenizer
-from mtplite.runtime.lookup import lookup
-
-
-def accepted(d, stream, i, K):
-    """How many of draft d (None: no draft) the stream confirms from position i."""
-    a = 0
-    while d is not None and a < K and i + a < len(stream) and d[a] == stream[i + a]:
-        a += 1
-    return a
+from mtplite.runtime.lookup import accepted, lookup
 
 
 def side_by_side(b, ids, K, driver, max_new, eos):

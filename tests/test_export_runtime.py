@@ -389,6 +389,8 @@ def test_same_cycles_scores_each_drafter_as_the_loop_does(tmp_path):
     spec = importlib.util.spec_from_file_location("same_cycles", Path(__file__).resolve().parents[1] / "scripts" / "same_cycles.py")
     sc = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sc)
+    from mtplite.runtime.lookup import accepted
+
     bb, *_ = trained("tiny:gemma3")
     b = loaded("tiny:gemma3")
     checked = 0
@@ -396,7 +398,7 @@ def test_same_cycles_scores_each_drafter_as_the_loop_does(tmp_path):
         ids = bb.encode(p)
         for driver in ("lookup", "head"):
             stream, rec, res = sc.side_by_side(b, ids, 3, driver, 20, set(bb.eos_ids))
-            mine = [sc.accepted(dl if driver == "lookup" else dh, stream, i, 3) for i, dl, dh in rec
+            mine = [accepted(dl if driver == "lookup" else dh, stream, i, 3) for i, dl, dh in rec
                     if (dl if driver == "lookup" else dh) is not None]
             loop = [c["accepted"] for c in res["trace"]]
             assert len(mine) == len(loop) and mine[:-1] == loop[:-1], (driver, mine, loop)  # the last may pass the end
