@@ -253,6 +253,30 @@ def same_cycles_rows(sc):
             + ["", f"Head τ >= lookup τ on lookup's own cycles, every task type: {verdict}.", ""])
 
 
+def replay_rows(rp):
+    """scripts/draft_table.py --replay: every drafting rule on one exact-mode greedy stream (the same outputs for all)."""
+    rules = rp["rules"]
+    tasks = [t for t in next(iter(rules.values())) if t != "all"] + ["all"]
+    f = lambda r: f"{r['tau']:.2f}" if r.get("tau") else "-"
+    lk = rules["lookup"]
+    head = {n: r for n, r in rules.items() if n.startswith("head")}
+    L = [f"Every drafting rule on the same greedy outputs (`scripts/draft_table.py`, {rp['rows']} "
+         f"{'benchmark' if rp.get('prompts') in (None, 'benchmark') else 'held-out'} prompts, {rp['max_new_tokens']} "
+         "tokens): one exact-mode generation (plain steps through the verify graph, so every rule emits this stream) "
+         "records the head's drafts and lookup's at every position; each rule is replayed on it, and its speedup "
+         "predicted from calibrate's step costs.", "",
+         "| rule | predicted speedup | tokens/pass | " + " | ".join(f"τ {t}" for t in tasks) + " |",
+         "|---|---|---|" + "---|" * len(tasks)]
+    for name, r in rules.items():
+        a = r["all"]
+        L.append(f"| {name} | {a['speedup']:.2f}x | {a['tokens'] / max(a['plain'] + a['cycles'], 1):.2f} | "
+                 + " | ".join(f(r[t]) for t in tasks) + " |")
+    for n, r in head.items():
+        L += ["", f"Head ({n}) τ >= lookup τ on these outputs, every task type: "
+              + met_or_missed([(t, r[t].get("tau") or 0, lk[t].get("tau") or 0) for t in tasks if t != "all"]) + "."]
+    return L + [""]
+
+
 def speculative_runs(bench):
     """Speculative generations of the main bundle in a bench run (every non-plain mode without an @bundle)."""
     return (len([m for m in bench["modes"] if "@" not in m]) - 1) * bench["table"]["plain"]["all"]["prompts"]
@@ -410,6 +434,8 @@ def experiment_section(exp, page_head_fp=None):
         L += gap_rows(json.loads((exp / "generalization_gap.json").read_text()))
     if (exp / "same_cycles.json").exists():
         L += same_cycles_rows(json.loads((exp / "same_cycles.json").read_text()))
+    if (exp / "draft_replay.json").exists():
+        L += replay_rows(json.loads((exp / "draft_replay.json").read_text()))
     return L
 
 
@@ -427,6 +453,8 @@ def backbone_section(run):
         L += gap_rows(json.loads((run / "generalization_gap.json").read_text()))
     if (run / "same_cycles.json").exists():
         L += same_cycles_rows(json.loads((run / "same_cycles.json").read_text()))
+    if (run / "draft_replay.json").exists():
+        L += replay_rows(json.loads((run / "draft_replay.json").read_text()))
     return L
 
 

@@ -198,7 +198,7 @@ def calibrate(out, prompts=None, threads=2, max_new=48, progress=print, n=CALIBR
         pred[k] = tau * t_dec / (k * t_dr + t_ver)  # verify cost measured at K+1 (the only verify graph)
     gate_pred = {g: predict_gate(cycles, t_dec, t_ver, t_dr, g) * t_dec for g in GATES}
     gate = max(GATES, key=lambda g: (round(gate_pred[g], 3), -g))
-    hybrid, hybrid_pred, lookup_pred = calibrate_lookup(b, encoded, max_new, t_dec, t_ver, gate)
+    hybrid, hybrid_pred, lookup_pred, hybrid_per_pass = calibrate_lookup(b, encoded, max_new, t_dec, t_ver, gate)
     # who drafts by default: the head, hybrid (with the drafter generate runs) or lookup alone; ties go to the head
     default = "drafter_ctx" if b.use_context else "drafter"
     by_draft = {"mtp": max(pred[K], gate_pred[gate]), "hybrid": hybrid_pred[default][str(hybrid[default])],
@@ -219,6 +219,7 @@ def calibrate(out, prompts=None, threads=2, max_new=48, progress=print, n=CALIBR
                        "predicted_speedup_per_k": {str(k): round(v, 3) for k, v in pred.items()},
                        "predicted_speedup_per_gate": {str(g): round(v, 3) for g, v in gate_pred.items()},
                        "hybrid_min_ngram": hybrid, "predicted_speedup_hybrid": hybrid_pred,
+                       "tokens_per_pass_hybrid": hybrid_per_pass,
                        "prompts": len(prompts), "threads": threads,
                        "drafter": "drafter_ctx" if b.use_context else "drafter",
                        "calibrated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -252,20 +253,36 @@ def calibrate_lookup(b, encoded, max_new, t_dec, t_ver, gate=0.0):
     """Predicted speedups of prompt lookup alone and of hybrid per shortest match it copies (HYBRID_NGRAMS), per
     drafter the bundle has, on the calibration prompts (`encoded`: their ids). Hybrid's head cycles run behind the
     head's gate, as the runtimes run them (the gate moves the best match length: on Gemma's ctx-1m head, gated,
-    lookup's 1-token matches lose to the head). Returns hybrid's best match length per drafter (ties to the shorter
-    match: lookup drafts for free), the hybrid predictions and lookup's."""
+    lookup's 1-token matches lose to the head). Returns hybrid's match length per drafter (near_tie_choice), the
+    hybrid predictions, lookup's, and hybrid's tokens per backbone pass."""
     from mtplite.runtime.lookup import HYBRID_NGRAMS
 
     lookup_pred = round(predict_hybrid(draft_counts(b, encoded, max_new, "lookup"), t_dec, t_ver), 3)
-    choice, pred = {}, {}
+    choice, pred, per_pass = {}, {}, {}
     default = b.use_context
     for name in ("drafter", "drafter_ctx") if "drafter_ctx" in b.models else ("drafter",):
         b.use_context = name == "drafter_ctx"
-        pred[name] = {str(n): round(predict_hybrid(draft_counts(b, encoded, max_new, "hybrid", n, gate), t_dec, t_ver), 3)
-                      for n in HYBRID_NGRAMS}
-        choice[name] = max(HYBRID_NGRAMS, key=lambda n: (pred[name][str(n)], -n))
+        counts = {n: draft_counts(b, encoded, max_new, "hybrid", n, gate) for n in HYBRID_NGRAMS}
+        pred[name] = {str(n): round(predict_hybrid(c, t_dec, t_ver), 3) for n, c in counts.items()}
+        per_pass[name] = {str(n): round(c["tokens"] / max(c["plain"] + c["cycles"], 1), 3) for n, c in counts.items()}
+        choice[name] = near_tie_choice(pred[name], per_pass[name])
     b.use_context = default
-    return choice, pred, lookup_pred
+    return choice, pred, lookup_pred, per_pass
+
+
+# Predicted speedups closer than this are a tie: the cost model has erred by up to 1.8% on which match length is faster
+# (Gemma ctx-1m, gated: 24 held-out prompts predicted >= 1 1.0% ahead of >= 2, measured side by side on 36 others
+# >= 2 ran 0.8% ahead; on 96 held-out prompts >= 1 ran 1.4% ahead; notes/PERF.md, sessions 20-21).
+NEAR_TIE = 0.02
+
+
+def near_tie_choice(pred, per_pass, tie=NEAR_TIE):
+    """Hybrid's shortest match: among the choices predicted within `tie` of the fastest, the one with the most tokens
+    per backbone pass (it emits the same text with fewer backbone passes, what a device whose backbone pass is dearer
+    than here, a phone's memory-bound one, pays for), then the shorter match. pred / per_pass: {str(n): value}."""
+    best = max(pred.values())
+    close = [int(n) for n, v in pred.items() if v >= best * (1 - tie)]
+    return max(close, key=lambda n: (per_pass[str(n)], -n))
 
 
 def calibration_prompts(n=CALIBRATION_PROMPTS, head_split=None, val_templates=None):

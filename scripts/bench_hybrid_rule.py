@@ -18,8 +18,16 @@ from mtplite.runtime.bench import aggregate, default_prompts, load_prompts, run_
 from mtplite.runtime.cli import encode
 from mtplite.runtime.litert import Bundle, load_tokenizer
 
-RUNS = [("lookup", "lookup", None), ("mtp", "mtp", None)] + [("hybrid", f"hybrid>={n}", n) for n in (1, 2, 3)]
-RUNS_CTX = [("mtp+ctx", "mtp+ctx", None)] + [("hybrid+ctx", f"hybrid+ctx>={n}", n) for n in (1, 2, 3)]
+
+
+def runs(ctx, gate, contract=True):
+    """(mode, name, min_ngram) per run: lookup, then per drafter the head alone and hybrid per shortest match."""
+    g = "+gate" if gate else ""
+    out = [("lookup", "lookup", None)]
+    for base in (["mtp"] if contract else []) + (["mtp+ctx"] if ctx else []):
+        hyb = base.replace("mtp", "hybrid")
+        out += [(base + g, base + g, None)] + [(hyb + g, f"{hyb}{g}>={n}", n) for n in (1, 2, 3)]
+    return out
 
 
 def main():
@@ -28,10 +36,14 @@ def main():
     ap.add_argument("--prompts", default=None)
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--gate", action="store_true", help="the head behind its calibrated gate (settings.min_prob), "
+                                                        "alone and in hybrid, as generate and the app run it")
+    ap.add_argument("--ctx-only", action="store_true", help="only the drafter generate runs (drafter_ctx)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     b = Bundle(a.bundle, threads=a.threads, mtp=True, context=True)
-    runs = RUNS + (RUNS_CTX if "drafter_ctx" in b.models else [])
+    ctx = "drafter_ctx" in b.models
+    todo = runs(ctx, a.gate, contract=not (a.ctx_only and ctx))
     tok = load_tokenizer(a.bundle)
     eos = set(b.man["eos_ids"])
     prompts = load_prompts(a.prompts or default_prompts())
@@ -40,7 +52,7 @@ def main():
         ids = encode(tok, b.man, p["prompt"])
         if len(ids) + 1 >= b.C:
             continue
-        for mode, name, n in runs:
+        for mode, name, n in todo:
             per[name].append(run_mode(b, ids, b.K, mode, a.max_new_tokens, eos, min_ngram=n))
             per_task[name][p["task"]].append(per[name][-1])
     out = {name: aggregate(rs) for name, rs in per.items()}  # accepted_by_source included
@@ -52,7 +64,7 @@ def main():
         print(f"{name:16s} {r['decode_tokens_per_s']:6.1f} tok/s  {r['vs_lookup']:.3f}x lookup  τ {r['accept_length']:.2f}  "
               f"tokens/pass {r['tokens_per_pass']:.2f}  draft {r['draft_ms_per_cycle']:.1f} ms/cycle  ({by})")
     if a.json:
-        write_text_atomic(a.json, json.dumps({"bundle": a.bundle, "K": b.K, "min_prob": b.calibrated_min_prob(),
+        write_text_atomic(a.json, json.dumps({"bundle": a.bundle, "K": b.K, "min_prob": b.calibrated_min_prob(), "gated": a.gate,
                                               "prompts": len(per["lookup"]), "threads": a.threads,
                                               "machine": platform.processor() or platform.machine(),
                                               "results": out,
