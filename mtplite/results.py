@@ -277,6 +277,46 @@ def replay_rows(rp):
     return L + [""]
 
 
+def current_section(dirs):
+    """The newest head of each backbone (results/<run>/current.json names the runs) against #9's targets, first."""
+    L = ["## The newest heads against the drafting targets", "",
+         "τ per task from one bench run each (int8, K=3, the benchmark prompts, which no head trains on); 'same outputs' "
+         "replays lookup and the gated head on one exact-mode greedy stream (`scripts/draft_table.py`), since in int8 "
+         "lookup's run and the head's emit slightly different text. Full sections further down.", ""]
+    for d in map(Path, dirs):
+        b = json.loads((d / "bench.json").read_text())
+        s = (json.loads((d / "manifest.json").read_text()).get("settings") or {}) if (d / "manifest.json").exists() else {}
+        rp = json.loads((d / "draft_replay.json").read_text()) if (d / "draft_replay.json").exists() else None
+        t, tasks = b["table"], [k for k in b["tasks"] if k != "all"]
+        modes = [m for m in ("lookup", "mtp+ctx", "mtp+ctx+gate", "hybrid+ctx+gate") if m in t]
+        gate = f"head, gate {s.get('min_prob')}"
+        same = rp and gate in rp["rules"]
+        tau = lambda r: f"{r['accept_length']:.2f}" if r.get("accept_length") else "-"
+        L += [f"**{b['manifest'].get('backbone_spec')}** ({d.name}; calibrate: {s.get('reason', '-')})", "",
+              "| task | " + " | ".join(f"{m} τ" for m in modes)
+              + (" | same outputs: lookup τ | same outputs: mtp+ctx+gate τ" if same else "") + " |",
+              "|---|" + "---|" * (len(modes) + 2 * bool(same))]
+        for k in tasks + ["all"]:
+            L.append(f"| {k} | " + " | ".join(tau(t[m][k]) for m in modes)
+                     + (f" | {rp['rules']['lookup'][k]['tau']:.2f} | {rp['rules'][gate][k]['tau']:.2f}" if same else "")
+                     + " |")
+        rows = [("head (mtp+ctx+gate) τ >= lookup τ, every task type",
+                 met_or_missed([(k, t["mtp+ctx+gate"][k].get("accept_length") or 0, t["lookup"][k].get("accept_length") or 0)
+                                for k in tasks]))] if "mtp+ctx+gate" in t and "lookup" in t else []
+        if same:
+            rows.append(("the same on the same outputs", met_or_missed(
+                [(k, rp["rules"][gate][k]["tau"] or 0, rp["rules"]["lookup"][k]["tau"] or 0) for k in tasks])))
+        if "hybrid+ctx+gate" in t:
+            srr = [(k, t["hybrid+ctx+gate"][k]["accept_length"]) for k in ("summarize", "rewrite", "reply")]
+            rows.append(("hybrid+ctx+gate τ >= 3.0 on summarize/rewrite/reply",
+                         ("met: " if all(v >= 3.0 for _, v in srr) else "missed: ")
+                         + ", ".join(f"{k} {v:.2f}" for k, v in srr)))
+        ra = b["ratios"]
+        rows.append(("speed vs plain (same run)", ", ".join(f"{m} {ra[f'{m}/plain']['all']:.2f}x" for m in modes)))
+        L += ["", "| target | this run |", "|---|---|"] + [f"| {a} | {v} |" for a, v in rows] + [""]
+    return L
+
+
 def speculative_runs(bench):
     """Speculative generations of the main bundle in a bench run (every non-plain mode without an @bundle)."""
     return (len([m for m in bench["modes"] if "@" not in m]) - 1) * bench["table"]["plain"]["all"]["prompts"]
@@ -298,7 +338,7 @@ def engine_section(runs):
 
 
 def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliability=None, fakequant=(), copy=None,
-           engine=(), backbones=(), torch_mismatch=None, exact_bench=(), drills=()):
+           engine=(), backbones=(), torch_mismatch=None, exact_bench=(), drills=(), current=()):
     run = Path(run_dir)
     bench = json.loads((run / "bench.json").read_text())
     head = json.loads((run / "head" / "head.json").read_text()) if (run / "head" / "head.json").exists() else {}
@@ -313,8 +353,10 @@ def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliabilit
          "`scripts/gemma_results.sh`); do not edit by hand.", "",
          "## Machine and versions", "",
          f"- CPU: {cpu_name()}, {os.cpu_count()} cores; bench threads: {bench['threads']}",
-         f"- Python {platform.python_version()}; " + ", ".join(f"{k} {v}" for k, v in versions().items()), "",
-         "## Head", ""]
+         f"- Python {platform.python_version()}; " + ", ".join(f"{k} {v}" for k, v in versions().items()), ""]
+    if current:
+        L += current_section(current)
+    L += ["## Head", ""]
     if head:
         c = head["config"]
         L += [f"- backbone fingerprint `{head.get('backbone_fingerprint')}`; K={c['K']}; {c['num_blocks']} block(s) reading "
@@ -425,6 +467,8 @@ def experiment_section(exp, page_head_fp=None):
     L += [head_summary(h) + (f"; held-out accept length per epoch {hist}" if hist else "")
           + f"; calibrate: {s.get('reason', '-')}. Rows marked @NAME are the bundle NAME run in the same bench.", ""]
     L += mode_table(b)
+    if "hybrid+ctx+gate" in b["table"]:  # a run with every drafting mode generate and the app run: the targets too
+        L += target_rows(b)
     if (exp / "copy_probe.json").exists():
         cp = json.loads((exp / "copy_probe.json").read_text())
         L += [f"Copy probe ({cp['positions']} positions of {cp['held_out_rows']} held-out rows): head first draft right on "
@@ -537,6 +581,12 @@ def analysis(bench, man):
         rows.append("| " + " | ".join(r) + " |")
     L += ["| task | " + " | ".join(f"{m} τ" for m in bench["modes"] if not m.startswith("plain")) + " |",
           "|" + "---|" * (1 + sum(not m.startswith("plain") for m in bench["modes"]))] + rows + [""]
+    return L + target_rows(bench)
+
+
+def target_rows(bench):
+    """The issues' targets against one bench run."""
+    t = bench["table"]
     ra = bench["ratios"]
     mem = bench["memory"]
     SRR = ("summarize", "rewrite", "reply")
@@ -588,8 +638,7 @@ def analysis(bench, man):
         checks.append(("official litert_lm engine: MTP on gives the same text as off",
                        f"{e['text_matches_off']}/{bench['table']['plain']['all']['prompts']} prompts; engine MTP/plain "
                        f"{e['mtp/plain']:.2f}x, drafter success rate {e['engine_mtp'].get('drafter_success_rate')}"))
-    L += ["| target | this run |", "|---|---|"] + [f"| {a} | {b} |" for a, b in checks] + [""]
-    return L
+    return ["| target | this run |", "|---|---|"] + [f"| {a} | {b} |" for a, b in checks] + [""]
 
 
 AUTO_FILES = {"timed": ["fresh_quickstart_bench.json", "fresh_quickstart_quick_bench.json"],
@@ -612,6 +661,8 @@ def auto(a):
             setattr(a, key, str(run / names))
     a.backbone_run += [str(d) for d in sorted(run.parent.iterdir()) if d != run and (d / "bench.json").exists()
                        and (d / "head" / "head.json").exists()]
+    if not a.current and (run / "current.json").exists():  # {"runs": [dirs relative to RUN_DIR]}
+        a.current = [str(run / d) for d in json.loads((run / "current.json").read_text())["runs"]]
 
 
 def main(argv=None):
@@ -631,6 +682,8 @@ def main(argv=None):
     ap.add_argument("--torch-mismatch", help="JSON of scripts/torch_mismatch.py")
     ap.add_argument("--exact-bench", action="append", default=[], help="bench JSON of a `mtplite bench --exact` run")
     ap.add_argument("--drills", action="append", default=[], help="JSON of scripts/drill_ablation.py")
+    ap.add_argument("--current", action="append", default=[],
+                    help="a run dir (bench.json, manifest.json) whose head leads the page: the newest per backbone")
     ap.add_argument("--auto", action="store_true",
                     help="take every known JSON in RUN_DIR (AUTO_FILES) and sibling runs of other backbones")
     a = ap.parse_args(argv)
@@ -642,7 +695,7 @@ def main(argv=None):
                   reliability=load(a.reliability), fakequant=[load(f) for f in a.fakequant],
                   copy=load(a.copy_probe), engine=[load(f) for f in a.engine], backbones=a.backbone_run,
                   torch_mismatch=load(a.torch_mismatch), exact_bench=[load(f) for f in a.exact_bench],
-                  drills=[load(f) for f in a.drills])
+                  drills=[load(f) for f in a.drills], current=a.current)
     write_text_atomic(a.out, text)
     png = Path(a.run_dir) / "bench.png"
     if png.exists():

@@ -140,11 +140,12 @@ def main():
     if a.replay:
         try:
             t = json.loads(open(a.replay).read())
-        except (OSError, ValueError) as e:
-            raise UserError(f"{a.replay}: cannot read a draft table ({e}); write one with draft_table.py BUNDLE --json")
-        for r in t["rows"]:
-            r["heads"] = {int(i): v for i, v in r["heads"].items()}
-        m = t["measured"]
+            for r in t["rows"]:
+                r["heads"] = {int(i): v for i, v in r["heads"].items()}
+            m = t["measured"]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            raise UserError(f"{a.replay}: cannot read a draft table ({type(e).__name__}: {str(e)[:80]}); write one "
+                            "with draft_table.py BUNDLE --json")
         t_dec, t_ver, t_dr = m["decode_ms"], m["verify_ms"], m["drafter_step_ms"]
         res = {name: score(replay(t["rows"], choose, t["K"]), t_dec, t_ver, t_dr)
                for name, choose in rules(t.get("min_prob") or 0.0)}

@@ -25,6 +25,8 @@ FP=$(python -c 'import json,sys;print(json.load(open(sys.argv[1]))["backbone_fin
 [ -f "$R/copy_probe.json" ] || python scripts/copy_probe.py --backbone gemma3-270m --head "$HEAD" \
   --data "$HOME/.cache/mtplite/distill/$FP-n96.jsonl" --json "$R/copy_probe.json"
 python scripts/same_cycles.py "$E_DIR/bundle-int8" --json "$R/same_cycles.json"
+python scripts/draft_table.py "$E_DIR/bundle-int8" --json "$E_DIR/draft_table.json"
+python scripts/draft_table.py --replay "$E_DIR/draft_table.json" --json "$R/draft_replay.json"
 cp "$HEAD/head.json" "$R/head.json"
 cp "$E_DIR/bundle-int8/android/manifest.json" "$R/manifest.json"
 python -m mtplite.results results/gemma3-270m --out BENCHMARKS.md --auto

@@ -47,6 +47,8 @@ mtplite calibrate "$E/smollm2-more/bundle-int8"
 mtplite bench "$E/smollm2-more/bundle-int8" --modes plain,mtp,mtp+ctx,lookup,hybrid+ctx,mtp+ctx+gate,hybrid+ctx+gate \
   --no-engine --json "$R/bench.json"
 python scripts/same_cycles.py "$E/smollm2-more/bundle-int8" --json "$R/same_cycles.json"
+python scripts/draft_table.py "$E/smollm2-more/bundle-int8" --json "$E/smollm2-more/draft_table.json"
+python scripts/draft_table.py --replay "$E/smollm2-more/draft_table.json" --json "$R/draft_replay.json"
 cp "$E/smollm2-more/head/head.json" "$R/head/head.json"
 cp "$E/smollm2-more/bundle-int8/android/manifest.json" "$R/manifest.json"
 python -m mtplite.results results/gemma3-270m --out BENCHMARKS.md --auto
