@@ -277,9 +277,9 @@ NEAR_TIE = 0.02
 
 
 def near_tie_choice(pred, per_pass, tie=NEAR_TIE):
-    """Hybrid's shortest match: among the choices predicted within `tie` of the fastest, the one with the most tokens
-    per backbone pass (it emits the same text with fewer backbone passes, what a device whose backbone pass is dearer
-    than here, a phone's memory-bound one, pays for), then the shorter match. pred / per_pass: {str(n): value}."""
+    """Hybrid's shortest match: among the choices predicted within `tie` of the fastest (which the cost model cannot
+    order), the one with the most tokens per backbone pass (the same text from fewer runs of the big model), then the
+    shorter match. pred / per_pass: {str(n): value}."""
     best = max(pred.values())
     close = [int(n) for n, v in pred.items() if v >= best * (1 - tie)]
     return max(close, key=lambda n: (per_pass[str(n)], -n))
