@@ -231,11 +231,15 @@ def met_or_missed(rows):
     return "met" if not lose else "missed on " + ", ".join(f"{k} ({h:.2f} vs {l:.2f})" for k, h, l in lose)
 
 
+def num(r, key):
+    """r[key] to two decimals, '-' where the row or the value is missing (a task no cycle drafted)."""
+    return f"{r[key]:.2f}" if r and r.get(key) is not None else "-"
+
+
 def same_cycles_rows(sc):
     """scripts/same_cycles.py: the head and prompt lookup scored on the same cycles of the same greedy stream."""
     on_l, on_h, nm = sc["on_lookup_cycles"], sc["on_head_cycles"], sc["lookup_no_match"]
     tasks = [t for t in on_l if t != "all"] + ["all"]
-    f = lambda r, k: f"{r[k]:.2f}" if r and k in r else "-"
     verdict = met_or_missed([(t, on_l[t]["head_tau"], on_l[t]["lookup_tau"]) for t in tasks if t != "all"])
     return ([f"The head ({sc['drafter']}, ungated) and prompt lookup on the same cycles of the same greedy stream "
              f"(`scripts/same_cycles.py`, {sc['prompts']} benchmark prompts, {sc['max_new_tokens']} tokens): lookup "
@@ -246,10 +250,10 @@ def same_cycles_rows(sc):
              "| task | lookup's cycles | lookup τ | head τ, same cycles | the better draft per cycle | head's cycles "
              "with a match | head τ | lookup τ, same cycles | lookup's no-match steps | head τ there |",
              "|---|" + "---|" * 9]
-            + [f"| {t} | {on_l[t]['cycles']} | {f(on_l[t], 'lookup_tau')} | {f(on_l[t], 'head_tau')} | "
-               f"{f(on_l[t], 'better_tau')} | "
-               f"{on_h.get(t, {}).get('cycles', 0)} | {f(on_h.get(t), 'head_tau')} | {f(on_h.get(t), 'lookup_tau')} | "
-               f"{nm.get(t, {}).get('steps', 0)} | {f(nm.get(t), 'head_tau')} |" for t in tasks]
+            + [f"| {t} | {on_l[t]['cycles']} | {num(on_l[t], 'lookup_tau')} | {num(on_l[t], 'head_tau')} | "
+               f"{num(on_l[t], 'better_tau')} | "
+               f"{on_h.get(t, {}).get('cycles', 0)} | {num(on_h.get(t), 'head_tau')} | {num(on_h.get(t), 'lookup_tau')} | "
+               f"{nm.get(t, {}).get('steps', 0)} | {num(nm.get(t), 'head_tau')} |" for t in tasks]
             + ["", f"Head τ >= lookup τ on lookup's own cycles, every task type: {verdict}.", ""])
 
 
@@ -257,7 +261,6 @@ def replay_rows(rp):
     """scripts/draft_table.py --replay: every drafting rule on one exact-mode greedy stream (the same outputs for all)."""
     rules = rp["rules"]
     tasks = [t for t in next(iter(rules.values())) if t != "all"] + ["all"]
-    f = lambda r: f"{r['tau']:.2f}" if r.get("tau") else "-"
     lk = rules["lookup"]
     head = {n: r for n, r in rules.items() if n.startswith("head")}
     L = [f"Every drafting rule on the same greedy outputs (`scripts/draft_table.py`, {rp['rows']} "
@@ -270,7 +273,7 @@ def replay_rows(rp):
     for name, r in rules.items():
         a = r["all"]
         L.append(f"| {name} | {a['speedup']:.2f}x | {a['tokens'] / max(a['plain'] + a['cycles'], 1):.2f} | "
-                 + " | ".join(f(r[t]) for t in tasks) + " |")
+                 + " | ".join(num(r[t], "tau") for t in tasks) + " |")
     for n, r in head.items():
         L += ["", f"Head ({n}) τ >= lookup τ on these outputs, every task type: "
               + met_or_missed([(t, r[t].get("tau") or 0, lk[t].get("tau") or 0) for t in tasks if t != "all"]) + "."]
@@ -291,14 +294,13 @@ def current_section(dirs):
         modes = [m for m in ("lookup", "mtp+ctx", "mtp+ctx+gate", "hybrid+ctx+gate") if m in t]
         gate = f"head, gate {s.get('min_prob')}"
         same = rp and gate in rp["rules"]
-        tau = lambda r: f"{r['accept_length']:.2f}" if r.get("accept_length") else "-"
         L += [f"**{b['manifest'].get('backbone_spec')}** ({d.name}; calibrate: {s.get('reason', '-')})", "",
               "| task | " + " | ".join(f"{m} τ" for m in modes)
               + (" | same outputs: lookup τ | same outputs: mtp+ctx+gate τ" if same else "") + " |",
               "|---|" + "---|" * (len(modes) + 2 * bool(same))]
         for k in tasks + ["all"]:
-            L.append(f"| {k} | " + " | ".join(tau(t[m][k]) for m in modes)
-                     + (f" | {rp['rules']['lookup'][k]['tau']:.2f} | {rp['rules'][gate][k]['tau']:.2f}" if same else "")
+            L.append(f"| {k} | " + " | ".join(num(t[m][k], "accept_length") for m in modes)
+                     + (f" | {num(rp['rules']['lookup'][k], 'tau')} | {num(rp['rules'][gate][k], 'tau')}" if same else "")
                      + " |")
         rows = [("head (mtp+ctx+gate) τ >= lookup τ, every task type",
                  met_or_missed([(k, t["mtp+ctx+gate"][k].get("accept_length") or 0, t["lookup"][k].get("accept_length") or 0)

@@ -120,13 +120,18 @@ def cmd_bench(a):
 GATES = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 
 
+def confident_len(probs, gate):
+    """How many drafts the head keeps behind a gate: up to the first it gives less than `gate` (Bundle.draft's rule)."""
+    return next((j for j, q in enumerate(probs) if q < gate), len(probs))
+
+
 def predict_gate(cycles, t_dec, t_ver, t_dr, gate):
     """Predicted tokens per second of decoding when the head stops drafting at the first draft it gives less than
     `gate` probability. `cycles`: (probs of the K drafts, accepted count) recorded ungated. A gated-out first draft
     costs one drafter step plus a plain decode; a shorter draft is padded, and we count only its confident part."""
     tokens = secs = 0.0
     for probs, acc in cycles:
-        m = next((j for j, q in enumerate(probs) if q < gate), len(probs))
+        m = confident_len(probs, gate)
         if m == 0:
             tokens, secs = tokens + 1, secs + t_dr + t_dec
         else:

@@ -27,7 +27,7 @@ def lookup(history, k, max_ngram=3, min_ngram=1):
 
 def accepted(d, stream, i, k):
     """How many of draft d the greedy `stream` confirms from position i (0 without a draft): a drafter scored on a
-    stream it did not produce (scripts/lookup_replay.py, scripts/same_cycles.py)."""
+    stream it did not produce (scripts/lookup_replay.py, scripts/same_cycles.py, scripts/draft_table.py)."""
     a = 0
     while d is not None and a < k and i + a < len(stream) and d[a] == stream[i + a]:
         a += 1

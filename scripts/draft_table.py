@@ -1,7 +1,7 @@
 """Every position's drafts on one greedy stream, and hybrid rules replayed on them.
 
 A LiteRT generation decodes plainly; at every position the head (the drafter generate runs, ungated) drafts K tokens
-with its probabilities, and prompt lookup's draft and match length are taken from the text so far. Since greedy
+with their probabilities; prompt lookup's draft is taken from the text so far when a rule is replayed. Since greedy
 decoding emits the same stream whoever drafts (the bench checks it), any rule choosing a drafter per cycle can then be
 replayed on the table: a cycle at position i accepts what the stream confirms and moves to i + accepted + 1; a declined
 draft is a plain step. The replay gives each rule's τ per task and its predicted speed from the bundle's calibrated
@@ -18,6 +18,7 @@ from collections import defaultdict
 
 from mtplite.errors import UserError, run_main
 from mtplite.paths import write_text_atomic
+from mtplite.runtime.cli import confident_len
 from mtplite.runtime.lookup import accepted, lookup
 
 
@@ -51,7 +52,7 @@ EOS = -1  # the stream's end by an EOS token (no draft matches it: a drafted EOS
 
 def head_gated(dh, ph, gate):
     """The head's draft behind its gate as Bundle.draft runs it: the confident prefix padded to K, or None."""
-    m = next((j for j, q in enumerate(ph) if q < gate), len(ph))
+    m = confident_len(ph, gate)
     return ((dh[:m] + [dh[m - 1]] * len(dh))[: len(dh)] if m else None), min(m + 1, len(ph))
 
 
@@ -106,15 +107,13 @@ def replay(rows, choose, K):
 
 
 def score(by_task, t_dec, t_ver, t_dr):
-    res = {}
+    """replay()'s counts per task and over all tasks, with τ and the speedup the step costs predict."""
     tot = defaultdict(int)
-    for task, s in sorted(by_task.items()):
+    for s in by_task.values():
         for k, v in s.items():
             tot[k] += v
-        res[task] = s
-    res["all"] = tot
     out = {}
-    for task, s in res.items():
+    for task, s in sorted(by_task.items()) + [("all", tot)]:
         secs = s["plain"] * t_dec + s["cycles"] * t_ver + s["head_steps"] * t_dr
         out[task] = {**s, "tau": 1 + s["accepted"] / s["cycles"] if s["cycles"] else None,
                      "speedup": s["tokens"] * t_dec / secs if secs else None}

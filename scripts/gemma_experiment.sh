@@ -16,17 +16,12 @@ R=results/gemma3-270m/experiments/$NAME
 mkdir -p "$E_DIR" "$R"
 [ -f "$E_DIR/bundle-int8/android/manifest.json" ] || mtplite export --backbone gemma3-270m --head "$HEAD" \
   --out "$E_DIR/bundle-int8" --quant int8
-mtplite calibrate "$E_DIR/bundle-int8"
-mtplite bench "$E_DIR/bundle-int8" --modes plain,mtp,mtp+ctx,lookup,hybrid,hybrid+ctx,mtp+ctx+gate,hybrid+ctx+gate "${ALSO[@]}" \
-  --no-engine --json "$R/bench.json"
+scripts/measure_bundle.sh "$E_DIR/bundle-int8" "$R" plain,mtp,mtp+ctx,lookup,hybrid,hybrid+ctx,mtp+ctx+gate,hybrid+ctx+gate \
+  "${ALSO[@]}"
 FP=$(python -c 'import json,sys;print(json.load(open(sys.argv[1]))["backbone_fingerprint"])' "$HEAD/head.json")
 [ -f "$R/generalization_gap.json" ] || python scripts/generalization_gap.py --backbone gemma3-270m --head "$HEAD" \
   --data "$HOME/.cache/mtplite/distill/$FP-n96.jsonl" --free-running --json "$R/generalization_gap.json"
 [ -f "$R/copy_probe.json" ] || python scripts/copy_probe.py --backbone gemma3-270m --head "$HEAD" \
   --data "$HOME/.cache/mtplite/distill/$FP-n96.jsonl" --json "$R/copy_probe.json"
-python scripts/same_cycles.py "$E_DIR/bundle-int8" --json "$R/same_cycles.json"
-python scripts/draft_table.py "$E_DIR/bundle-int8" --json "$E_DIR/draft_table.json"
-python scripts/draft_table.py --replay "$E_DIR/draft_table.json" --json "$R/draft_replay.json"
 cp "$HEAD/head.json" "$R/head.json"
-cp "$E_DIR/bundle-int8/android/manifest.json" "$R/manifest.json"
 python -m mtplite.results results/gemma3-270m --out BENCHMARKS.md --auto

@@ -38,17 +38,11 @@ mtplite train "${COMMON[@]}" --out "$E/smollm2-prog/head" --all-cached --init-he
 distill "training_prompts(seed=0, limit=6304)"
 mtplite train "${COMMON[@]}" --out "$E/smollm2-more/head" --prompts 6304 --all-cached --init-head "$E/smollm2-prog/head" \
   --context 128 --epochs 1 --budget-minutes 20
-# 4. int8 export, calibrate, bench, the same-cycles comparison; numbers into results/smollm2-135m-more and BENCHMARKS.md
+# 4. int8 export, then scripts/measure_bundle.sh (calibrate, bench, same cycles, draft table); numbers into results/smollm2-135m-more and BENCHMARKS.md
 R=results/smollm2-135m-more
 mkdir -p "$R/head"
 [ -f "$E/smollm2-more/bundle-int8/android/manifest.json" ] || mtplite export --backbone smollm2-135m \
   --head "$E/smollm2-more/head" --out "$E/smollm2-more/bundle-int8" --quant int8
-mtplite calibrate "$E/smollm2-more/bundle-int8"
-mtplite bench "$E/smollm2-more/bundle-int8" --modes plain,mtp,mtp+ctx,lookup,hybrid+ctx,mtp+ctx+gate,hybrid+ctx+gate \
-  --no-engine --json "$R/bench.json"
-python scripts/same_cycles.py "$E/smollm2-more/bundle-int8" --json "$R/same_cycles.json"
-python scripts/draft_table.py "$E/smollm2-more/bundle-int8" --json "$E/smollm2-more/draft_table.json"
-python scripts/draft_table.py --replay "$E/smollm2-more/draft_table.json" --json "$R/draft_replay.json"
+scripts/measure_bundle.sh "$E/smollm2-more/bundle-int8" "$R" plain,mtp,mtp+ctx,lookup,hybrid+ctx,mtp+ctx+gate,hybrid+ctx+gate
 cp "$E/smollm2-more/head/head.json" "$R/head/head.json"
-cp "$E/smollm2-more/bundle-int8/android/manifest.json" "$R/manifest.json"
 python -m mtplite.results results/gemma3-270m --out BENCHMARKS.md --auto
