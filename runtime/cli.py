@@ -128,14 +128,15 @@ def confident_len(probs, gate):
 def predict_gate(cycles, t_dec, t_ver, t_dr, gate):
     """Predicted tokens per second of decoding when the head stops drafting at the first draft it gives less than
     `gate` probability. `cycles`: (probs of the K drafts, accepted count) recorded ungated. A gated-out first draft
-    costs one drafter step plus a plain decode; a shorter draft is padded, and we count only its confident part."""
+    costs one drafter step plus a plain decode; a shorter draft is padded, and we count only its confident part. The
+    drafter stops at the step that declines, so m < K confident drafts cost m + 1 drafter steps (Bundle.draft)."""
     tokens = secs = 0.0
     for probs, acc in cycles:
         m = confident_len(probs, gate)
         if m == 0:
             tokens, secs = tokens + 1, secs + t_dr + t_dec
         else:
-            tokens, secs = tokens + min(acc, m) + 1, secs + m * t_dr + t_ver
+            tokens, secs = tokens + min(acc, m) + 1, secs + min(m + 1, len(probs)) * t_dr + t_ver
     return tokens / secs if secs else 0.0
 
 

@@ -327,7 +327,7 @@ def test_confidence_gate_declines_unsure_drafts_and_stays_exact(tmp_path):
     cycles = [([0.9, 0.8, 0.2], 2), ([0.3, 0.9, 0.9], 0), ([0.95, 0.9, 0.9], 3)]
     assert predict_gate(cycles, 1.0, 1.2, 0.1, 0.0) == pytest.approx((3 + 1 + 4) / (3 * 1.5))
     assert predict_gate(cycles, 1.0, 1.2, 0.1, 2.0) == pytest.approx(1 / 1.1)
-    assert predict_gate(cycles, 1.0, 1.2, 0.1, 0.5) == pytest.approx((3 + 1 + 4) / (1.4 + 1.1 + 1.5))  # 2 confident drafts, gated, all 3
+    assert predict_gate(cycles, 1.0, 1.2, 0.1, 0.5) == pytest.approx((3 + 1 + 4) / (1.5 + 1.1 + 1.5))  # 2 confident drafts (3 drafter steps), gated, all 3
 
     out = tmp_path / "b"
     shutil.copytree(bundle("tiny:gemma3"), out)
