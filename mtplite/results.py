@@ -200,12 +200,17 @@ def drill_section(runs):
     return L + [""]
 
 
+# lookup's longest match at a position (copy_probe's "0" and draft_table's "none": no earlier match)
+MATCH_NAME = {"0": "no earlier match", "none": "no earlier match", "1": "1-token match", "2": "2-token match",
+              "3": "3-token match", "3*": "3-token, earlier matches differ"}
+
+
 def match_length_rows(c):
     """The copy probe split by the length of the n-gram lookup matched on (0 = no match), when it has that split."""
     by = c.get("by_match_length")
     if not by:
         return []
-    name = {"0": "no earlier match", "1": "1-token match", "2": "2-token match", "3": "3-token match"}
+    name = MATCH_NAME
     return (["| lookup's match | share | head first draft right | lookup first draft right |", "|---|---|---|---|"]
             + [f"| {name[m]} | {v['share']:.3f} | {v['head_acc']:.3f} | "
                + (f"{v['lookup_acc']:.3f} |" if m != "0" else "- |") for m, v in sorted(by.items())] + [""])
@@ -277,7 +282,19 @@ def replay_rows(rp):
     for n, r in head.items():
         L += ["", f"Head ({n}) τ >= lookup τ on these outputs, every task type: "
               + met_or_missed([(t, r[t].get("tau") or 0, lk[t].get("tau") or 0) for t in tasks if t != "all"]) + "."]
-    return L + [""]
+    return L + [""] + by_match_rows(rp.get("by_match"))
+
+
+def by_match_rows(bm):
+    """draft_table.py's by_match: accepted drafts per position of the ungated head and of lookup, by lookup's match."""
+    if not bm:
+        return []
+    classes = list(next(iter(bm.values())))
+    cell = lambda c: f"{c['head'] / c['positions']:.2f} / {c['lookup'] / c['positions']:.2f} ({c['positions']})" if c["positions"] else "-"  # noqa: E731
+    return (["Where each drafter is better, on the same outputs: drafts accepted per position (0-K), the ungated head / "
+             "lookup, by the longest match lookup finds there (positions in brackets; lookup drafts nothing without one).",
+             "", "| task | " + " | ".join(MATCH_NAME.get(c, c) for c in classes) + " |", "|---|" + "---|" * len(classes)]
+            + [f"| {t} | " + " | ".join(cell(cl[c]) for c in classes) + " |" for t, cl in bm.items()] + [""])
 
 
 def current_section(dirs):

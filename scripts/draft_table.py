@@ -120,6 +120,37 @@ def score(by_task, t_dec, t_ver, t_dr):
     return out
 
 
+def match_class(hist, K):
+    """The position's class by lookup's longest match: "none", "1", "2", "3", or "3*" for a 3-token match whose earlier
+    occurrences continue differently (where lookup's latest-wins rule and the head's pointer can part)."""
+    L = len(hist)
+    for n in (3, 2, 1):
+        conts = [hist[s + n : s + n + K] for s in range(L - n - 1, -1, -1) if hist[s : s + n] == hist[L - n :]]
+        if conts:
+            if n == 3 and any(c[: len(conts[0])] != conts[0][: len(c)] for c in conts[1:]):
+                return "3*"
+            return str(n)
+    return "none"
+
+
+MATCH_CLASSES = ("none", "1", "2", "3", "3*")
+
+
+def by_match(rows, K):
+    """Per task and match class: positions, drafts the ungated head and lookup get accepted there (the head drafts
+    everywhere; lookup nowhere on "none"). Where each drafter is better, on the same outputs."""
+    out = defaultdict(lambda: {c: {"positions": 0, "head": 0, "lookup": 0} for c in MATCH_CLASSES})
+    for r in rows:
+        stream, P, heads = r["stream"], r["P"], r["heads"]
+        for i in range(P + 1, min(P + r["max_new"], len(stream))):
+            hist = stream[:i]
+            s = out[r["task"]][match_class(hist, K)]
+            s["positions"] += 1
+            s["head"] += accepted(heads[i][0], stream, i, K)
+            s["lookup"] += accepted(lookup(hist, K), stream, i, K)
+    return {t: out[t] for t in sorted(out)}
+
+
 def rules(gate):
     """The rules replayed: lookup alone, the head alone and hybrid per shortest match, ungated and behind `gate`."""
     gates = (0.0,) + ((gate,) if gate else ())
@@ -153,8 +184,15 @@ def main():
         for name, r in res.items():
             print(f"{name:22s} {r['all']['speedup']:6.3f} " + " ".join(
                 f"{r[k]['tau']:9.2f}" if r[k]['tau'] else f"{'-':>9s}" for k in tasks))
+        bm = by_match(t["rows"], t["K"])
+        print("\naccepted drafts per position, ungated head / lookup, by lookup's match (3*: earlier matches differ)")
+        print(f"{'task':10s} " + " ".join(f"{c:>16s}" for c in MATCH_CLASSES))
+        for task, cl in bm.items():
+            print(f"{task:10s} " + " ".join(
+                f"{c['head'] / c['positions']:5.2f} /{c['lookup'] / c['positions']:5.2f} {c['positions']:4d}"
+                if c["positions"] else f"{'-':>16s}" for c in cl.values()))
         if a.json:
-            write_text_atomic(a.json, json.dumps({"table": a.replay, "rows": len(t["rows"]), "rules": res,
+            write_text_atomic(a.json, json.dumps({"table": a.replay, "rows": len(t["rows"]), "rules": res, "by_match": bm,
                                                   **{k: t.get(k) for k in ("bundle", "K", "drafter", "max_new_tokens",
                                                                            "min_prob", "measured", "prompts")}},
                                                  indent=1))

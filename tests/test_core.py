@@ -533,6 +533,26 @@ def test_predict_hybrid_charges_the_drafting_time_measured_in_the_loop():
     assert predict_hybrid({**head_only, "tokens": 130}, 1.0, 1.2) > predict_hybrid(lookup_only, 1.0, 1.2)
 
 
+def test_draft_table_splits_positions_by_lookups_match():
+    """draft_table.by_match: each position goes to the class of lookup's longest match (a 3-token match whose earlier
+    occurrences continue differently is "3*"), and both drafters' accepted counts are scored against the stream."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("draft_table", Path(__file__).resolve().parents[1] / "scripts" / "draft_table.py")
+    dt = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dt)
+    assert dt.match_class([5, 6], 3) == "none" and dt.match_class([1, 2, 3, 1], 3) == "1"
+    assert dt.match_class([1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3], 3) == "3"  # both earlier matches continue with 4
+    # 1 2 3 is followed by 4 once and 5 once: lookup's latest copy and the older one part
+    stream = [7, 1, 2, 3, 4, 1, 2, 3, 5, 1, 2, 3, 4]
+    heads = {10: ([2, 3, 4], [1.0] * 3), 11: ([3, 4, 0], [1.0] * 3), 12: ([4, 1, 2], [1.0] * 3)}
+    bm = dt.by_match([{"task": "t", "P": 9, "max_new": 4, "stream": stream, "heads": heads}], 3)["t"]
+    # i=10: 1-token match, lookup copies 2 3 5 (2 right), head 2 3 4 (3); i=11: 2-token, lookup 3 5 1 (1), head 2
+    # (the stream ends); i=12: "3*", lookup's latest copy 5 1 2 (0), head 4 (1)
+    assert {c: (v["positions"], v["head"], v["lookup"]) for c, v in bm.items()} == {
+        "none": (0, 0, 0), "1": (1, 3, 2), "2": (1, 2, 1), "3": (0, 0, 0), "3*": (1, 1, 0)}
+
+
 def test_export_refuses_a_backbone_whose_weights_drifted(tmp_path):
     """A bf16 round trip (fast distillation) changes the weights: export must refuse rather than ship them under the
     loaded backbone's fingerprint. quickstart distils on a bf16 copy, so its export sees the loaded weights."""
