@@ -210,9 +210,8 @@ def match_length_rows(c):
     by = c.get("by_match_length")
     if not by:
         return []
-    name = MATCH_NAME
     return (["| lookup's match | share | head first draft right | lookup first draft right |", "|---|---|---|---|"]
-            + [f"| {name[m]} | {v['share']:.3f} | {v['head_acc']:.3f} | "
+            + [f"| {MATCH_NAME[m]} | {v['share']:.3f} | {v['head_acc']:.3f} | "
                + (f"{v['lookup_acc']:.3f} |" if m != "0" else "- |") for m, v in sorted(by.items())] + [""])
 
 

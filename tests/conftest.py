@@ -17,6 +17,17 @@ PROMPTS = [
 ]
 
 
+def script(name):
+    """scripts/<name>.py as a module (the scripts are not a package)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _cache(tmp_path_factory):
     os.environ["MTPLITE_CACHE"] = str(tmp_path_factory.mktemp("mtplite-cache"))

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import FAMILIES, PROMPTS, trained
+from conftest import FAMILIES, PROMPTS, script, trained
 from mtplite.model import generate as G
 from mtplite.model.decoder import causal_mask
 
@@ -536,11 +536,7 @@ def test_predict_hybrid_charges_the_drafting_time_measured_in_the_loop():
 def test_draft_table_splits_positions_by_lookups_match():
     """draft_table.by_match: each position goes to the class of lookup's longest match (a 3-token match whose earlier
     occurrences continue differently is "3*"), and both drafters' accepted counts are scored against the stream."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("draft_table", Path(__file__).resolve().parents[1] / "scripts" / "draft_table.py")
-    dt = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(dt)
+    dt = script("draft_table")
     assert dt.match_class([5, 6], 3) == "none" and dt.match_class([1, 2, 3, 1], 3) == "1"
     assert dt.match_class([1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3], 3) == "3"  # both earlier matches continue with 4
     # 1 2 3 is followed by 4 once and 5 once: lookup's latest copy and the older one part

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import PROMPTS, trained
+from conftest import PROMPTS, script, trained
 from mtplite.model import generate as G
 from mtplite.model.decoder import causal_mask
 
@@ -391,15 +391,11 @@ def test_draft_table_replays_rules_as_the_loop_runs_them(tmp_path):
     """scripts/draft_table.py records both drafters at every position of one exact-mode greedy stream and replays
     hybrid rules on it: each replayed rule must give the cycles, accepted drafts and plain steps the loop itself runs
     with that rule (else choosing a rule on the replay means nothing)."""
-    import importlib.util
-
     from mtplite.model import generate as G
     from mtplite.runtime.litert import Bundle
     from mtplite.runtime.lookup import drafting
 
-    spec = importlib.util.spec_from_file_location("draft_table", Path(__file__).resolve().parents[1] / "scripts" / "draft_table.py")
-    dt = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(dt)
+    dt = script("draft_table")
     bb, *_ = trained("tiny:gemma3")
     b = Bundle(bundle("tiny:gemma3"), threads=1, mtp=True, context=True, exact=True)
     b.use_context = True
@@ -432,11 +428,7 @@ def test_draft_table_replays_rules_as_the_loop_runs_them(tmp_path):
 def test_same_cycles_scores_each_drafter_as_the_loop_does(tmp_path):
     """scripts/same_cycles.py scores drafts against the emitted stream: on the driver's own cycles that must give the
     accepted counts the loop itself recorded (else the head-vs-lookup comparison on shared cycles means nothing)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("same_cycles", Path(__file__).resolve().parents[1] / "scripts" / "same_cycles.py")
-    sc = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sc)
+    sc = script("same_cycles")
     from mtplite.runtime.lookup import accepted
 
     bb, *_ = trained("tiny:gemma3")
