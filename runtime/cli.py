@@ -205,10 +205,13 @@ def calibrate(out, prompts=None, threads=2, max_new=48, progress=print, n=CALIBR
     gate_pred = {g: predict_gate(cycles, t_dec, t_ver, t_dr, g) * t_dec for g in GATES}
     gate = max(GATES, key=lambda g: (round(gate_pred[g], 3), -g))
     hybrid, hybrid_pred, lookup_pred, hybrid_per_pass = calibrate_lookup(b, encoded, max_new, t_dec, t_ver, gate)
-    # who drafts by default: the head, hybrid (with the drafter generate runs) or lookup alone; ties go to the head
+    # who drafts by default: the head, hybrid (with the drafter generate runs) or lookup alone; ties go to the head.
+    # The head is compared as the other two are, from a run of the loop with its drafting timed there: predict_gate,
+    # which picks the gate, charges a declined draft one averaged drafter step, and on SmolLM2 it put the gated head
+    # level with hybrid where hybrid ran 10% faster side by side (96 held-out prompts, notes/PERF.md session 22).
     default = "drafter_ctx" if b.use_context else "drafter"
-    by_draft = {"mtp": max(pred[K], gate_pred[gate]), "hybrid": hybrid_pred[default][str(hybrid[default])],
-                "lookup": lookup_pred}
+    by_draft = {"mtp": predict_hybrid(draft_counts(b, encoded, max_new, "mtp", gate=gate), t_dec, t_ver),
+                "hybrid": hybrid_pred[default][str(hybrid[default])], "lookup": lookup_pred}
     draft = max(DRAFTS, key=lambda d: (round(by_draft[d], 3), -DRAFTS.index(d)))
     sp = by_draft[draft]
     choice = K if sp > 1.05 else "off"
@@ -235,7 +238,8 @@ def calibrate(out, prompts=None, threads=2, max_new=48, progress=print, n=CALIBR
 
 def draft_counts(b, encoded, max_new, draft, n=None, gate=0.0):
     """Tokens, plain decode steps (the first one after prefill included), cycles and drafting seconds of `draft`
-    ('lookup' | 'hybrid' copying matches of >= n tokens) on the prompts `encoded`, the head's drafts gated at `gate`."""
+    ('mtp' | 'lookup' | 'hybrid' copying matches of >= n tokens) on the prompts `encoded`, the head's drafts gated at
+    `gate`."""
     from mtplite.model import generate as G
     from mtplite.runtime.lookup import drafting
 
