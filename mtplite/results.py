@@ -304,7 +304,7 @@ def current_section(dirs):
          "lookup's run and the head's emit slightly different text. Full sections further down.", ""]
     for d in map(Path, dirs):
         b = json.loads((d / "bench.json").read_text())
-        s = (json.loads((d / "manifest.json").read_text()).get("settings") or {}) if (d / "manifest.json").exists() else {}
+        s = settings_of(d)
         rp = json.loads((d / "draft_replay.json").read_text()) if (d / "draft_replay.json").exists() else None
         t, tasks = b["table"], [k for k in b["tasks"] if k != "all"]
         modes = [m for m in ("lookup", "mtp+ctx", "mtp+ctx+gate", "hybrid+ctx+gate") if m in t]
@@ -445,11 +445,25 @@ def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliabilit
     return "\n".join(L)
 
 
+def settings_of(d):
+    """The calibrated settings of a run dir's manifest ({} without a manifest or settings)."""
+    man = d / "manifest.json"
+    return (json.loads(man.read_text()).get("settings") or {}) if man.exists() else {}
+
+
 def load_run(d, head_json):
     """bench.json, head.json and the manifest's calibrated settings ({} without a manifest) of a run dir."""
-    man = d / "manifest.json"
-    settings = (json.loads(man.read_text()).get("settings") or {}) if man.exists() else {}
-    return json.loads((d / "bench.json").read_text()), json.loads(Path(head_json).read_text()), settings
+    return json.loads((d / "bench.json").read_text()), json.loads(Path(head_json).read_text()), settings_of(d)
+
+
+# a run's or an experiment's optional analyses (scripts/generalization_gap.py, same_cycles.py, draft_table.py --replay)
+ANALYSES = (("generalization_gap.json", gap_rows), ("same_cycles.json", same_cycles_rows),
+            ("draft_replay.json", replay_rows))
+
+
+def analysis_rows(d):
+    """The ANALYSES a run dir holds, rendered in that order."""
+    return [line for name, rows in ANALYSES if (d / name).exists() for line in rows(json.loads((d / name).read_text()))]
 
 
 def copy_read(c):
@@ -492,13 +506,7 @@ def experiment_section(exp, page_head_fp=None):
         L += [f"Copy probe ({cp['positions']} positions of {cp['held_out_rows']} held-out rows): head first draft right on "
               f"{100 * cp['head_acc']:.1f}% of all positions, {100 * cp['head_acc_on_copyable']:.1f}% of copyable ones, "
               f"{100 * cp['head_acc_when_no_match']:.1f}% where lookup has no match.", ""] + match_length_rows(cp)
-    if (exp / "generalization_gap.json").exists():
-        L += gap_rows(json.loads((exp / "generalization_gap.json").read_text()))
-    if (exp / "same_cycles.json").exists():
-        L += same_cycles_rows(json.loads((exp / "same_cycles.json").read_text()))
-    if (exp / "draft_replay.json").exists():
-        L += replay_rows(json.loads((exp / "draft_replay.json").read_text()))
-    return L
+    return L + analysis_rows(exp)
 
 
 def backbone_section(run):
@@ -511,13 +519,7 @@ def backbone_section(run):
          f"{(b['manifest'].get('quantization') or {}).get('backbone')}; calibrate: {s.get('reason', '-')}. Prompts go "
          "through the backbone's chat template (training, benchmark and the official engine alike).", ""]
     L += mode_table(b) + analysis(b, {"settings": s})[2:]
-    if (run / "generalization_gap.json").exists():
-        L += gap_rows(json.loads((run / "generalization_gap.json").read_text()))
-    if (run / "same_cycles.json").exists():
-        L += same_cycles_rows(json.loads((run / "same_cycles.json").read_text()))
-    if (run / "draft_replay.json").exists():
-        L += replay_rows(json.loads((run / "draft_replay.json").read_text()))
-    return L
+    return L + analysis_rows(run)
 
 
 def exactness_section(quant, torch_rows, exact_bench, backbones=()):
