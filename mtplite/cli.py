@@ -37,6 +37,7 @@ def cmd_train(a):
     if a.draft_vocab < 16:
         raise UserError(f"--draft-vocab {a.draft_vocab}: use at least 16 (4096 is a good default)")
     check_echo(a.echo)
+    check_echo(a.fix, "--fix")
     if not 0 <= a.kd <= 1:
         raise UserError(f"--kd {a.kd}: a share of the loss, 0 (greedy tokens only) to 1 (soft targets only)")
     if a.feat_loss < 0:
@@ -92,7 +93,7 @@ def _train(a, bb, t0, dtype):
         init, init_meta = load_head(a.init_head, bb.fingerprint)
         # a fine-tune keeps the templates its starting head held out: new rows must not move them into training
         held = init_meta.get("val_templates")
-    rows = distill_with_echo(bb, prompts, data, echo=a.echo, seed=a.seed, max_new=a.max_new,
+    rows = distill_with_echo(bb, prompts, data, echo=a.echo, fix=a.fix, seed=a.seed, max_new=a.max_new,
                              batch=a.distill_batch or distill_batch(bb), dtype=dtype,
                              budget_s=budget * a.data_share if budget else None)
     if a.all_cached:
@@ -242,6 +243,9 @@ def main(argv=None):
     t.add_argument("--prompts", type=int, default=None, help="limit the prompt corpus")
     t.add_argument("--echo", type=int, default=0,
                    help="also distill this many prompts framing the backbone's own continuations (varied styles)")
+    t.add_argument("--fix", type=int, default=0,
+                   help="also distill this many requests to correct the backbone's own sentences, damaged with grammar "
+                        "and spelling errors (mtplite.data.fix_prompts)")
     t.add_argument("--programs", type=int, default=0,
                    help="also distill this many requests for real programs (mtplite.data.program_prompts)")
     t.add_argument("--all-cached", action="store_true",

@@ -451,6 +451,19 @@ def test_training_prompts_share_no_framing_with_the_benchmark_prompts():
     assert all(template_of(r["id"]) == r["template"] for r in echo)
     assert echo_prompts(content, 50, seed=1) == echo[:50]  # deterministic: a cached id names one prompt
     assert echo_texts(["def f(x):\n    return x == 1", "ok", "Fine. " + "word " * 80]) == []
+    # correction prompts: every one carries an error its instruction asks to fix, framed apart from the benchmark
+    from mtplite.data import fix_prompts
+
+    fix = fix_prompts(content, 1000, seed=1)
+    assert len(fix) == 1000 and len({r["id"] for r in fix}) == 1000 and not {r["id"] for r in fix} & {r["id"] for r in echo}
+    clash = [r["prompt"] for r in fix if opening(r["prompt"]) in openings or last_line(r["prompt"]) in endings]
+    assert not clash, clash[:3]
+    assert all(template_of(r["id"]) == r["template"] for r in fix)
+    assert not {r["template"] for r in fix} & {r["template"] for r in echo}
+    assert fix_prompts(content, 50, seed=1) == fix[:50]
+    clean = {s.lower() for s in content}
+    assert not any(any(s in r["prompt"].lower() for s in clean) for r in fix)  # the text is always damaged
+    assert fix_prompts(["No rule applies to this text at all."], 5) == []
     # requests for real programs: none opens or ends like a benchmark prompt, none asks for a benchmark code task
     from mtplite.data import program_prompts
 
