@@ -171,33 +171,34 @@ def _one_line_error(rc, err):
 
 
 def test_train_echo_distills_framed_continuations_into_the_same_cache(tmp_path):
-    """--echo: a second distillation pass over prompts built from the first pass's continuations, cached with the rest
-    (a rerun distills nothing new) and split by their own templates."""
+    """--echo / --fix: more distillation passes over prompts built from the first pass's continuations (framed; damaged
+    for correction), cached with the rest (a rerun distills nothing new) and split by their own templates."""
     import json
 
     env = {"MTPLITE_CACHE": str(tmp_path / "cache")}
     args = ("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "h"), "--prompts", "24", "--echo", "12",
-            "--max-new", "12", "--epochs", "1", "--batch", "8", "--draft-vocab", "64")
+            "--fix", "6", "--max-new", "12", "--epochs", "1", "--batch", "8", "--draft-vocab", "64")
     rc, out, err = _cli(*args, env=env)
     assert rc == 0, err[-2000:]
     cache = next((tmp_path / "cache" / "distill").glob("*.jsonl"))
     ids = [json.loads(line)["id"] for line in cache.read_text().splitlines()]
-    from mtplite.data import is_echo
+    from mtplite.data import FIX_KEY0, is_echo
 
     echo = [i for i in ids if is_echo(i)]
-    assert len(ids) == 36 and len(echo) == 12 and len(set(ids)) == 36
+    fix = [i for i in echo if int(i.split("-")[2][1:3]) >= FIX_KEY0]
+    assert len(ids) == 42 and len(echo) == 18 and len(fix) == 6 and len(set(ids)) == 42
     doc = json.loads((tmp_path / "h" / "head.json").read_text())
-    assert doc["train_sequences"] + doc["val_sequences"] == 36
+    assert doc["train_sequences"] + doc["val_sequences"] == 42
     from mtplite.train.train import held_out_rows, split_of
 
     assert len(held_out_rows(cache, **split_of(doc))) == doc["val_sequences"] > 0  # the split training made
     rc, out, err = _cli(*args, env=env)
-    assert rc == 0 and len(cache.read_text().splitlines()) == 36, err[-2000:]
-    # --all-cached: a run asking for 8 prompts trains on all 36 cached rows, split by the same templates
-    rc, out, err = _cli(*args[:5], "--prompts", "8", *args[9:], "--all-cached", env=env)
-    assert rc == 0 and len(cache.read_text().splitlines()) == 36, err[-2000:]
+    assert rc == 0 and len(cache.read_text().splitlines()) == 42, err[-2000:]
+    # --all-cached: a run asking for 8 prompts trains on all 42 cached rows, split by the same templates
+    rc, out, err = _cli(*args[:5], "--prompts", "8", *args[11:], "--all-cached", env=env)
+    assert rc == 0 and len(cache.read_text().splitlines()) == 42, err[-2000:]
     doc2 = json.loads((tmp_path / "h" / "head.json").read_text())
-    assert doc2["all_cached"] and doc2["train_sequences"] + doc2["val_sequences"] == 36
+    assert doc2["all_cached"] and doc2["train_sequences"] + doc2["val_sequences"] == 42
     assert doc2["val_templates"] == doc["val_templates"]
 
 
@@ -223,6 +224,8 @@ def test_cli_bad_inputs(tmp_path):
     assert "--distill-batch 0" in msg
     msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), "--echo", "-1")[::2])
     assert "--echo -1" in msg
+    msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), "--fix", "-2")[::2])
+    assert "--fix -2" in msg
     msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), "--programs", "-5")[::2])
     assert "--programs -5" in msg
     msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), "--device", "tpu")[::2])

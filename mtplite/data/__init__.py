@@ -472,14 +472,14 @@ def _swap_words(rng, s, pairs, most):
 def fix_prompts(texts, n, seed=0):
     """n rewrite prompts asking to correct `texts` (echo_texts of the backbone's continuations) damaged with grammar
     and spelling errors; ids `train-rewrite-e<key>x<hash>` like echo_prompts', so a cached row names its prompt. Texts
-    no rule damages are skipped."""
+    no rule damages are skipped; with no texts, fresh drill facts are damaged instead."""
     import hashlib
 
     rng = random.Random(seed + 7373)
     rows, seen = [], set()
-    texts = list(texts)
+    texts = list(texts) or [drill_facts(rng) for _ in range(64)]  # a backbone that wrote no clean sentence
     for _ in range(20 * n):
-        if len(rows) == n or not texts:
+        if len(rows) == n:
             break
         key = rng.randrange(len(FIX_REWRITES))
         ask, cue, how = FIX_REWRITES[key]
