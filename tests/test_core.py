@@ -467,6 +467,14 @@ def test_training_prompts_share_no_framing_with_the_benchmark_prompts():
     clean = {s.lower() for s in content}
     assert not any(any(s in r["prompt"].lower() for s in clean) for r in fix)  # the text is always damaged
     assert fix_prompts(["No rule applies to this text at all."], 5) == []
+    # content as well as framing: no error the damage writes is one a benchmark prompt holds ("buyed", "recieved")
+    # unless it is also a real word the lists correct from ("there")
+    import re
+
+    from mtplite.data import MISSPELL, PAST
+
+    words = set(re.findall(r"[\w']+", " ".join(bench).lower()))
+    assert {b.lower() for _, b in PAST + MISSPELL} & words <= {a.lower() for a, _ in PAST + MISSPELL}
     # requests for real programs: none opens or ends like a benchmark prompt, none asks for a benchmark code task
     from mtplite.data import program_prompts
 

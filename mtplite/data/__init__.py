@@ -432,7 +432,9 @@ def _damage(rng, s, how):
 # "corrected" line that keeps some errors and then repeating it, where lookup copies the latest line and the head,
 # never trained on such errors, drafted proper grammar or the prompt's version. These prompts damage the backbone's own
 # sentences with the errors people make (verb agreement, regularised past tenses, common misspellings) under
-# instructions and cues of their own: nothing opens or ends like a benchmark prompt (the framing test checks it).
+# instructions and cues of their own: nothing opens or ends like a benchmark prompt, and no error form is one a
+# benchmark prompt holds (the framing test checks both). Opt-in: on Gemma the held-out rewrite τ rose with them, the
+# benchmark's did not (notes/PERF.md, session 23).
 # Keys start at FIX_KEY0 so their templates (`rewrite-e<key>`) never meet ECHO_REWRITES' as that list grows.
 FIX_KEY0 = 40
 FIX_REWRITES = [
@@ -444,15 +446,15 @@ FIX_REWRITES = [
 ]
 AGREEMENT = [("is", "are"), ("are", "is"), ("was", "were"), ("were", "was"), ("has", "have"), ("have", "has"),
              ("does", "do"), ("doesn't", "don't"), ("isn't", "aren't"), ("wasn't", "weren't")]
-PAST = [("went", "goed"), ("bought", "buyed"), ("made", "maked"), ("took", "taked"), ("gave", "gived"),
+PAST = [("went", "goed"), ("caught", "catched"), ("made", "maked"), ("took", "taked"), ("gave", "gived"),
         ("said", "sayed"), ("came", "comed"), ("found", "finded"), ("thought", "thinked"), ("told", "telled"),
-        ("knew", "knowed"), ("wrote", "writed"), ("ran", "runned"), ("ate", "eated"), ("felt", "feeled"),
+        ("knew", "knowed"), ("wrote", "writed"), ("taught", "teached"), ("ran", "runned"), ("ate", "eated"), ("felt", "feeled"),
         ("left", "leaved"), ("kept", "keeped"), ("brought", "bringed"), ("saw", "seen"), ("did", "done")]
-MISSPELL = [("receive", "recieve"), ("received", "recieved"), ("definitely", "definately"), ("tomorrow", "tommorow"),
-            ("separate", "seperate"), ("necessary", "neccessary"), ("message", "mesage"), ("until", "untill"),
+MISSPELL = [("occurred", "occured"), ("calendar", "calender"), ("weird", "wierd"), ("library", "libary"),
+            ("separate", "seperate"), ("necessary", "neccessary"), ("embarrass", "embarass"), ("until", "untill"),
             ("believe", "beleive"), ("because", "becuase"), ("which", "wich"), ("really", "realy"),
             ("beautiful", "beatiful"), ("different", "diffrent"), ("friend", "freind"), ("government", "goverment"),
-            ("environment", "enviroment"), ("their", "there"), ("your", "you're"), ("it's", "its"),
+            ("environment", "enviroment"), ("their", "there"), ("February", "Febuary"), ("it's", "its"),
             ("probably", "probaly"), ("important", "importent"), ("people", "poeple"), ("would", "woud"),
             ("the", "teh"), ("with", "wiht"), ("about", "abuot"), ("there", "their")]
 
