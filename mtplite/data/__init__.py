@@ -448,8 +448,9 @@ AGREEMENT = [("is", "are"), ("are", "is"), ("was", "were"), ("were", "was"), ("h
              ("does", "do"), ("doesn't", "don't"), ("isn't", "aren't"), ("wasn't", "weren't")]
 PAST = [("went", "goed"), ("caught", "catched"), ("made", "maked"), ("took", "taked"), ("gave", "gived"),
         ("said", "sayed"), ("came", "comed"), ("found", "finded"), ("thought", "thinked"), ("told", "telled"),
-        ("knew", "knowed"), ("wrote", "writed"), ("taught", "teached"), ("ran", "runned"), ("ate", "eated"), ("felt", "feeled"),
-        ("left", "leaved"), ("kept", "keeped"), ("brought", "bringed"), ("saw", "seen"), ("did", "done")]
+        ("knew", "knowed"), ("wrote", "writed"), ("taught", "teached"), ("ran", "runned"), ("ate", "eated"),
+        ("felt", "feeled"), ("left", "leaved"), ("kept", "keeped"), ("brought", "bringed"), ("saw", "seen"),
+        ("did", "done")]
 MISSPELL = [("occurred", "occured"), ("calendar", "calender"), ("weird", "wierd"), ("library", "libary"),
             ("separate", "seperate"), ("necessary", "neccessary"), ("embarrass", "embarass"), ("until", "untill"),
             ("believe", "beleive"), ("because", "becuase"), ("which", "wich"), ("really", "realy"),
@@ -457,6 +458,23 @@ MISSPELL = [("occurred", "occured"), ("calendar", "calender"), ("weird", "wierd"
             ("environment", "enviroment"), ("their", "there"), ("February", "Febuary"), ("it's", "its"),
             ("probably", "probaly"), ("important", "importent"), ("people", "poeple"), ("would", "woud"),
             ("the", "teh"), ("with", "wiht"), ("about", "abuot"), ("there", "their")]
+
+
+QUOTES = ['"{}"', "{}", "“{}”", "'{}'"]
+
+
+def rewrite_layouts(ask, text, cue, q):
+    """The three layouts of an echo or correction rewrite prompt (q: a QUOTES style)."""
+    return [f"{ask}: {q.format(text)}\n{cue}", f"{ask}.\nText: {text}\n{cue}",
+            f"Draft: {text}\nTask: {ask.lower()}.\n{cue}"]
+
+
+def echo_row(task, key, prompt):
+    """An echo-style row: id `train-<task>-e<key>x<hash of the prompt>` (is_echo, template_of read it back)."""
+    import hashlib
+
+    h = hashlib.sha1(prompt.encode()).hexdigest()[:10]
+    return {"id": f"train-{task}-e{key:02d}x{h}", "task": task, "template": f"{task}-e{key}", "prompt": prompt}
 
 
 def _swap_words(rng, s, pairs, most):
@@ -475,8 +493,6 @@ def fix_prompts(texts, n, seed=0):
     """n rewrite prompts asking to correct `texts` (echo_texts of the backbone's continuations) damaged with grammar
     and spelling errors; ids `train-rewrite-e<key>x<hash>` like echo_prompts', so a cached row names its prompt. Texts
     no rule damages are skipped; with no texts, fresh drill facts are damaged instead."""
-    import hashlib
-
     rng = random.Random(seed + 7373)
     rows, seen = [], set()
     texts = list(texts) or [drill_facts(rng) for _ in range(64)]  # a backbone that wrote no clean sentence
@@ -493,23 +509,17 @@ def fix_prompts(texts, n, seed=0):
             bad = _swap_words(rng, bad, MISSPELL, rng.randint(1, 3))
         if bad == text:
             continue
-        q = rng.choice(['"{}"', "{}", "“{}”", "'{}'"])
-        prompt = rng.choice([f"{ask}: {q.format(bad)}\n{cue}", f"{ask}.\nText: {bad}\n{cue}",
-                             f"Draft: {bad}\nTask: {ask.lower()}.\n{cue}"])
+        prompt = rng.choice(rewrite_layouts(ask, bad, cue, rng.choice(QUOTES)))
         if prompt in seen:
             continue
         seen.add(prompt)
-        h = hashlib.sha1(prompt.encode()).hexdigest()[:10]
-        rows.append({"id": f"train-rewrite-e{FIX_KEY0 + key:02d}x{h}", "task": "rewrite",
-                     "template": f"rewrite-e{FIX_KEY0 + key}", "prompt": prompt})
+        rows.append(echo_row("rewrite", FIX_KEY0 + key, prompt))
     return rows
 
 
 def echo_prompts(texts, n, seed=0):
     """n prompts framing `texts` (echo_texts of the backbone's continuations) and fresh drill facts, ids
     `train-<task>-e<key>x<hash of the prompt>` so a cached row always names the prompt it was distilled from."""
-    import hashlib
-
     rng = random.Random(seed + 4242)
     tasks = [t for t, w in ECHO_TASKS for _ in range(w)]
     rows, seen = [], set()
@@ -519,7 +529,7 @@ def echo_prompts(texts, n, seed=0):
             break
         task, name = rng.choice(tasks), rng.choice(NAMES + DRILL_PEOPLE)
         text = rng.choice(texts) if rng.random() < 0.75 else drill_facts(rng)
-        q = rng.choice(['"{}"', "{}", "“{}”", "'{}'"])
+        q = rng.choice(QUOTES)
         if task == "summarize":
             key = rng.randrange(len(ECHO_SUMMARY_CUES))
             cue = ECHO_SUMMARY_CUES[key]
@@ -534,8 +544,7 @@ def echo_prompts(texts, n, seed=0):
             key = rng.randrange(len(ECHO_REWRITES))
             ask, cue, how = ECHO_REWRITES[key]
             text = _damage(rng, text, how)
-            prompt = rng.choice([f"{ask}: {q.format(text)}\n{cue}", f"{ask}.\nText: {text}\n{cue}",
-                                 f"Draft: {text}\nTask: {ask.lower()}.\n{cue}"])
+            prompt = rng.choice(rewrite_layouts(ask, text, cue, q))
         elif task == "reply":
             key = rng.randrange(len(ECHO_REPLY_CUES))
             label = rng.choice(ECHO_REPLY_LABELS).format(name=name)
@@ -551,7 +560,5 @@ def echo_prompts(texts, n, seed=0):
         if prompt in seen:
             continue
         seen.add(prompt)
-        h = hashlib.sha1(prompt.encode()).hexdigest()[:10]
-        rows.append({"id": f"train-{task}-e{key:02d}x{h}", "task": task, "template": f"{task}-e{key}",
-                     "prompt": prompt})
+        rows.append(echo_row(task, key, prompt))
     return rows
