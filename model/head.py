@@ -522,6 +522,24 @@ class MTPHead(nn.Module):
         return self.full_logits(d), a
 
 
+def grow_blocks(head: MTPHead, n):
+    """A copy of `head` with n blocks that drafts exactly as it does: the new blocks start as copies of its last
+    block with their residual outputs (o_proj, down_proj) zeroed, so a fine-tune adds depth from the trained head's
+    function instead of from scratch."""
+    import dataclasses
+
+    if n < head.c.num_blocks:
+        raise ValueError(f"cannot shrink a head of {head.c.num_blocks} blocks to {n}")
+    grown = MTPHead(dataclasses.replace(head.c, num_blocks=n))
+    grown.load_state_dict(head.state_dict(), strict=False)
+    with torch.no_grad():
+        for b in grown.blocks[head.c.num_blocks:]:
+            b.load_state_dict(head.blocks[-1].state_dict())
+            b.o_proj.weight.zero_()
+            b.down_proj.weight.zero_()
+    return grown.train(head.training)
+
+
 def save_head(head: MTPHead, out_dir, meta: dict):
     """head.safetensors + head.json, each written atomically."""
     from pathlib import Path

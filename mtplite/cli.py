@@ -36,6 +36,8 @@ def cmd_train(a):
         raise UserError(f"--distill-batch {a.distill_batch}: use at least 1 (default: 64 for large vocabularies)")
     if a.draft_vocab < 16:
         raise UserError(f"--draft-vocab {a.draft_vocab}: use at least 16 (4096 is a good default)")
+    if a.blocks is not None and not 1 <= a.blocks <= 8:
+        raise UserError(f"--blocks {a.blocks}: use 1-8 (1 is the default)")
     check_echo(a.echo)
     check_echo(a.fix, "--fix")
     if not 0 <= a.kd <= 1:
@@ -93,6 +95,9 @@ def _train(a, bb, t0, dtype):
         init, init_meta = load_head(a.init_head, bb.fingerprint)
         # a fine-tune keeps the templates its starting head held out: new rows must not move them into training
         held = init_meta.get("val_templates")
+        if a.blocks is not None and a.blocks < init.c.num_blocks:
+            raise UserError(f"--blocks {a.blocks}: {a.init_head} has {init.c.num_blocks} blocks; a fine-tune can add "
+                            f"blocks, not remove them (omit --blocks to keep them)")
     rows = distill_with_echo(bb, prompts, data, echo=a.echo, fix=a.fix, seed=a.seed, max_new=a.max_new,
                              batch=a.distill_batch or distill_batch(bb), dtype=dtype,
                              budget_s=budget * a.data_share if budget else None)
@@ -129,7 +134,7 @@ def _train(a, bb, t0, dtype):
     if a.standalone:
         from mtplite.train.standalone import save_standalone, train_standalone
 
-        sd = train_standalone(bb, train_rows, head.c.draft_ids, num_layers=a.blocks, epochs=a.epochs, batch=a.batch,
+        sd = train_standalone(bb, train_rows, head.c.draft_ids, num_layers=a.blocks or 1, epochs=a.epochs, batch=a.batch,
                               budget_s=a.standalone_minutes * 60 if a.standalone_minutes else None, seed=a.seed)
         save_standalone(sd.cpu(), a.out, bb.fingerprint)
         print(json.dumps({"out": a.out, "standalone": "standalone.safetensors", "seconds": round(time.time() - t0, 1)}))
@@ -225,7 +230,9 @@ def main(argv=None):
     t.add_argument("--out", required=True)
     t.add_argument("--k", type=int, default=3)
     t.add_argument("--draft-vocab", type=int, default=4096)
-    t.add_argument("--blocks", type=int, default=1)
+    t.add_argument("--blocks", type=int, default=None,
+                   help="transformer blocks in the head (default 1; with --init-head, its own count, and a larger one "
+                        "adds blocks that start as no-ops)")
     t.add_argument("--read-layers", help="backbone layers whose KV the head reads, e.g. 5,11,16,17 (default: three global "
                                         "layers spread over the depth + the last sliding one; the last layer where "
                                         "every layer is global)")

@@ -156,6 +156,25 @@ def test_head_roundtrip_and_fingerprint_mismatch(tmp_path):
     assert bb.fingerprint in str(e.value) and other.fingerprint in str(e.value)
 
 
+def test_grown_head_drafts_as_its_source_and_its_new_block_learns():
+    """grow_blocks (train --blocks N --init-head H): the added blocks start as no-ops, so the fine-tune starts from
+    the trained head's drafts, and they still get gradient (zeroed output weights, not frozen ones)."""
+    from mtplite.model.head import grow_blocks
+    from mtplite.train.train import features, rollout_loss, space_of
+
+    bb, head, rows, va, _ = trained("tiny:llama")  # the copy read and its follow code ride the carried activation
+    g = grow_blocks(head, 3)
+    assert g.c.num_blocks == 3 and head.c.num_blocks == 1
+    f = features(bb, va[:8], head.kv_layers, v_only=head.v_only_layers, space=space_of(head))
+    with torch.no_grad():
+        (la, na, aa), (lb, nb, ab) = rollout_loss(head, f, 3)[:3], rollout_loss(g, f, 3)[:3]
+    assert na == nb > 0 and torch.equal(aa, ab) and abs(float(la) - float(lb)) < 1e-4 * float(la)
+    g.train()
+    loss = rollout_loss(g, f, 3)[0]
+    loss.backward()
+    assert all(b.o_proj.weight.grad.abs().sum() > 0 and b.down_proj.weight.grad.abs().sum() > 0 for b in g.blocks[1:])
+
+
 def _cli(*args, env=None):
     r = subprocess.run([sys.executable, "-m", "mtplite.cli", *args], capture_output=True, text=True,
                        env={**os.environ, **(env or {})}, timeout=300)
@@ -194,11 +213,14 @@ def test_train_echo_distills_framed_continuations_into_the_same_cache(tmp_path):
     assert len(held_out_rows(cache, **split_of(doc))) == doc["val_sequences"] > 0  # the split training made
     rc, out, err = _cli(*args, env=env)
     assert rc == 0 and len(cache.read_text().splitlines()) == 42, err[-2000:]
-    # --all-cached: a run asking for 8 prompts trains on all 42 cached rows, split by the same templates
-    rc, out, err = _cli(*args[:5], "--prompts", "8", *args[11:], "--all-cached", env=env)
+    # --all-cached: a run asking for 8 prompts trains on all 42 cached rows, split by the same templates; here it
+    # also fine-tunes the head with a block added
+    rc, out, err = _cli(*args[:5], "--prompts", "8", *args[11:], "--all-cached", "--init-head", str(tmp_path / "h"),
+                        "--blocks", "2", env=env)
     assert rc == 0 and len(cache.read_text().splitlines()) == 42, err[-2000:]
     doc2 = json.loads((tmp_path / "h" / "head.json").read_text())
     assert doc2["all_cached"] and doc2["train_sequences"] + doc2["val_sequences"] == 42
+    assert doc2["config"]["num_blocks"] == 2 and doc["config"]["num_blocks"] == 1
     assert doc2["val_templates"] == doc["val_templates"]
 
 
@@ -226,6 +248,14 @@ def test_cli_bad_inputs(tmp_path):
     assert "--echo -1" in msg
     msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), "--fix", "-2")[::2])
     assert "--fix -2" in msg
+    msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), "--blocks", "0")[::2])
+    assert "--blocks 0" in msg
+    from mtplite.model.head import grow_blocks
+
+    save_head(grow_blocks(head, 2), tmp_path / "head2", {"backbone_fingerprint": bb.fingerprint})
+    msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), "--blocks", "1",
+                                "--init-head", str(tmp_path / "head2"))[::2])
+    assert "--blocks 1" in msg and "has 2 blocks" in msg
     msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), "--programs", "-5")[::2])
     assert "--programs -5" in msg
     msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), "--device", "tpu")[::2])

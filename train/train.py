@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from mtplite.model.decoder import NEG_INF, causal_mask, softcap
-from mtplite.model.head import FLAG, MTPHead, default_copy_vocab, default_follow, head_config, token_rows
+from mtplite.model.head import FLAG, MTPHead, default_copy_vocab, default_follow, grow_blocks, head_config, token_rows
 from mtplite.train.distill import key_mask, pad_batch
 
 
@@ -355,7 +355,7 @@ def pick_dtype(name, backbone, device, log=print):
     return torch.bfloat16 if x >= 1.2 else torch.float32
 
 
-def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, num_blocks=1, epochs=4, batch=8,
+def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, num_blocks=None, epochs=4, batch=8,
                lr=1e-3, budget_s=None, seed=0, progress=True, log=print, val_rows=None, dtype=torch.float32,
                init_head=None, copy_heads=0, copy_ngram=3, copy_follow="auto", copy_vocab=0, kd=0.0, feat=0.0,
                context=0):
@@ -367,6 +367,8 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
     torch.manual_seed(seed)
     if init_head is not None:  # fine-tune (e.g. onto a quantized backbone): keeps its config and draft vocabulary
         head = copy.deepcopy(init_head).train()
+        if num_blocks and num_blocks != head.c.num_blocks:
+            head = grow_blocks(head, num_blocks)
         head.to(next(backbone.model.parameters()).device)
         head.c.context = context or head.c.context  # a head trained without the context space can learn it
     else:
@@ -377,7 +379,7 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
         dv, copy_ids = dv[:draft_vocab_size], dv[draft_vocab_size:]
         if copy_follow == "auto":
             copy_follow = default_follow(backbone.model.c.hidden_size, copy_heads, copy_ngram)
-        head = MTPHead(head_config(backbone.model.c, dv, K=K, read_layers=read_layers, num_blocks=num_blocks,
+        head = MTPHead(head_config(backbone.model.c, dv, K=K, read_layers=read_layers, num_blocks=num_blocks or 1,
                                    copy_heads=copy_heads, copy_ngram=copy_ngram, copy_follow=copy_follow,
                                    copy_ids=copy_ids, context=context))
         head.init_from_backbone(backbone.model)
