@@ -211,7 +211,7 @@ def main():
     eos = set(b.man["eos_ids"])
     measured = (b.man.get("settings") or {}).get("measured")
     if not measured:
-        raise UserError(f"{a.bundle}: no calibrated step costs in its manifest; run `mtplite calibrate --out {a.bundle}`")
+        raise UserError(f"{a.bundle}: no calibrated step costs in its manifest; run `mtplite calibrate {a.bundle}`")
     rows = []
     for p in load_prompts(a.prompts or default_prompts()):
         ids = encode(tok, b.man, p["prompt"])
