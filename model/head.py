@@ -54,6 +54,7 @@ class HeadConfig:
     copy_follow: int = 0  # frequencies of the carried read-position code (0: re-match at every draft step)
     copy_ids: list = field(default_factory=list)  # ids outside draft_ids that only the copy read drafts (see MTPHead)
     context: int = 0  # the context draft space it trained with: ids of the text outside the draft space (see step)
+    copy_exact: float = 0.0  # nats added to the pointer logit of a token read (near) exactly (see CopyRead.forward)
 
     def to_json(self):
         d = asdict(self)
@@ -69,6 +70,7 @@ MAX_FOLLOW = 64
 # step the engine hands the head the backbone's h, so a small value in the flag slot means "step 1". Training
 # refuses a backbone whose h gets there (train.rollout_loss). Multiples of 4096 stay exact in fp16 up to step 15.
 FLAG = 4096.0
+EXACT_COS = 0.9  # a read this close to a token's row counts as exact for copy_exact
 
 
 def check_context(n, flag="--context"):
@@ -301,6 +303,7 @@ class CopyRead(nn.Module):
         # each draft token's row of E, copy-only ids included (set from the backbone by init_from_backbone; saved)
         self.register_buffer("token_rows", torch.zeros(c.draft_vocab_size + len(c.copy_ids), dt))
         self.N = c.draft_vocab_size
+        self.exact = float(c.copy_exact)
         if c.copy_ids:  # (sharpness, offset) of the copy-only ids' logits, see forward
             self.copy_only = nn.Parameter(torch.tensor([24.0, 0.0]))
 
@@ -368,17 +371,35 @@ class CopyRead(nn.Module):
         mix = ((g * self.beta[None, :, None])[..., None] * a).sum(1)  # [B,T,dt]
         # a linear layer over the token table, so it exports as FULLY_CONNECTED and the int8 recipe quantizes it
         logits = nn.functional.linear(mix.to(self.token_rows.dtype), self.token_rows) / self.dt  # [B,T,N+Nc]
+        # the rows are unit RMS, so a logit over this is the read's cosine with the token's row
+        strength = mix.float().norm(dim=-1, keepdim=True) * self.dt ** -0.5 + 1e-6  # the pointer logit of an exact read
+        ctx = None
+        if ctx_rows is not None:  # the context ids' pointer logits: the same read against their rows
+            ctx = torch.matmul(mix.to(ctx_rows.dtype), ctx_rows.transpose(-1, -2)) / self.dt
+        if self.exact:
+            # Layer 0's rows of a word's inflections are close (Gemma 3 270M: " buy" / " bought" cosine 0.80, " was" /
+            # " were" 0.88, mean |cos| 0.25), so a read of " bought" scores " buy" only ~3 nats lower and the
+            # vocabulary logits, which model the grammar, decide which form is copied. A bonus for a near-exact read
+            # (cosine > EXACT_COS) keeps the copied form; its size is chosen on held-out rows
+            # (scripts/tune_copy_exact.py; notes/PERF.md, session 24).
+            bonus = lambda z: (self.exact / (1 - EXACT_COS)) * torch.relu(z.float() / strength - EXACT_COS)  # noqa: E731
+            if logits.shape[-1] == self.N:
+                logits = logits + bonus(logits).to(logits.dtype)
+            else:  # the copy-only ids have a sharpening of their own, below
+                logits = torch.cat([logits[..., : self.N] + bonus(logits[..., : self.N]).to(logits.dtype),
+                                    logits[..., self.N :]], -1)
+            if ctx is not None:
+                ctx = ctx + bonus(ctx).to(ctx.dtype)
         if hasattr(self, "copy_only"):
             # Copy-only ids have no vocabulary logit (the step adds the best vocabulary logit to theirs instead), so
             # they need their own sharpness: + kappa * (cos - 1), cos = the read's cosine with the id's row. The id
             # read exactly keeps its pointer logit; most ids not read fall ~20 nats under it, but look-alike rows
             # (cosine near 1) do not, and took the argmax on Gemma (notes/PERF.md, session 13).
-            strength = mix.float().norm(dim=-1, keepdim=True) * self.dt ** -0.5 + 1e-6  # the pointer logit of an exact read
             cos = logits[..., self.N :].float() / strength
             sharp = logits[..., self.N :] + self.copy_only[0] * (cos - 1) + self.copy_only[1]
             logits = torch.cat([logits[..., : self.N], sharp.to(logits.dtype)], -1)
-        if ctx_rows is not None:  # the context ids' pointer logits: the same read against their rows
-            logits = torch.cat([logits, torch.matmul(mix.to(ctx_rows.dtype), ctx_rows.transpose(-1, -2)) / self.dt], -1)
+        if ctx is not None:
+            logits = torch.cat([logits, ctx], -1)
         out = torch.matmul(p.float().mean(1), P) if self.follow else None  # [B,T,2F], heads pooled
         return self.o_proj(a.transpose(1, 2).reshape(B, T, -1)), logits, out
 
@@ -586,6 +607,9 @@ def _validate(c: HeadConfig):
             raise ValueError(f"{k} must hold one non-negative number per read layer")
     if not isinstance(c.draft_ids, list) or len(c.draft_ids) != c.draft_vocab_size or len(set(c.draft_ids)) != len(c.draft_ids):
         raise ValueError("draft_ids must list draft_vocab_size distinct token ids")
+    x = c.copy_exact
+    if not isinstance(x, (int, float)) or isinstance(x, bool) or not 0 <= x <= 64 or (x and not c.copy_heads):
+        raise ValueError(f"copy_exact={x!r} must be 0-64 nats, and only with copy_heads > 0")
     if not isinstance(c.copy_ids, list) or len(c.copy_ids) > MAX_COPY_VOCAB or (c.copy_ids and not c.copy_heads):
         raise ValueError(f"copy_ids must be a list of at most {MAX_COPY_VOCAB} ids, and only with copy_heads > 0")
     if len(set(c.draft_ids) | set(c.copy_ids)) != len(c.draft_ids) + len(c.copy_ids):

@@ -761,6 +761,51 @@ def test_trigram_pointer_starts_as_prompt_lookup(spec):
     assert n >= 20 and agree == n, (agree, n)
 
 
+def test_copy_exact_raises_the_token_read_exactly_and_nothing_far_from_it():
+    """copy_exact: a read that matches one cached position exactly (a unique trigram match, fresh pointer) gains the
+    full bonus on the token it reads; rows far from the read (cosine <= 0.9) gain nothing; 0 changes nothing."""
+    import copy as cp
+
+    from mtplite.model.decoder import causal_mask
+    from mtplite.model.head import MTPHead, head_config
+    from mtplite.model.load import load_backbone
+    from mtplite.runtime.lookup import lookup
+    from mtplite.train.train import features
+
+    bb = load_backbone("tiny:llama")
+    c = bb.model.c
+    ids = list(range(c.vocab_size))[::-1]
+    head = MTPHead(head_config(c, ids, K=3, copy_heads=2, read_layers=[0]))
+    head.init_from_backbone(bb.model)
+    c4 = cp.deepcopy(head.c)
+    c4.copy_exact = 4.0
+    sharp = MTPHead(c4)
+    sharp.load_state_dict(head.state_dict())
+    g = torch.Generator().manual_seed(0)
+    n = 0
+    for _ in range(8):
+        a = torch.randint(3, c.vocab_size, (10,), generator=g).tolist()
+        seq = a + a[:4]
+        f = features(bb, [{"tokens": seq, "prompt_len": 1}], head.kv_layers)
+        for P in range(12, len(seq)):
+            want = lookup(seq[: P + 1], 1, min_ngram=3)
+            if want is None:
+                continue
+            pos = torch.tensor([P], dtype=torch.int32)
+            x = torch.randn(1, 1, c.hidden_size, generator=g)
+            args = (x, causal_mask(pos - 1, len(seq)), f["kv"][0][1], pos, f["emb"][:, P : P + 1])
+            with torch.no_grad():
+                base, up = head.copy(*args)[1][0, 0], sharp.copy(*args)[1][0, 0]
+            d = up - base
+            j = ids.index(want[0])
+            assert 3.6 < float(d[j]) <= 4.0 + 1e-4 and int(up.argmax()) == j, float(d[j])
+            rows = head.copy.token_rows
+            cos = torch.nn.functional.cosine_similarity(rows, rows[j][None], dim=-1)
+            assert float(d[cos < 0.8].abs().max()) == 0.0 and float(d.min()) >= 0.0
+            n += 1
+    assert n >= 8
+
+
 @pytest.mark.parametrize("spec,draft,context", [(s, d, False) for s in FAMILIES for d in (None, 16)] +
                          [(s, 16, True) for s in FAMILIES])
 def test_follow_pointer_drafts_lookups_continuation(spec, draft, context):
