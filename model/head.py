@@ -561,6 +561,15 @@ def grow_blocks(head: MTPHead, n):
     return grown.train(head.training)
 
 
+def with_copy_exact(head: MTPHead, value):
+    """A copy of `head` drafting with copy_exact = value (a config number; the weights are the same)."""
+    import dataclasses
+
+    h = MTPHead(dataclasses.replace(head.c, copy_exact=float(value)))
+    h.load_state_dict(head.state_dict())
+    return h.train(head.training)
+
+
 def save_head(head: MTPHead, out_dir, meta: dict):
     """head.safetensors + head.json, each written atomically."""
     from pathlib import Path

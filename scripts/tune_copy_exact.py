@@ -6,7 +6,6 @@ trained on; the benchmark prompts are never looked at. Ties (within --tie of the
       [--values 0,2,4,6,8] [--rows 320] [--json out.json]
 """
 import argparse
-import copy
 import json
 import random
 import sys
@@ -14,19 +13,10 @@ import time
 from pathlib import Path
 
 from mtplite.errors import UserError, run_main
-from mtplite.model.head import MTPHead, load_head, save_head
+from mtplite.model.head import load_head, save_head, with_copy_exact
 from mtplite.model.load import load_backbone
 from mtplite.paths import write_text_atomic
 from mtplite.train.train import evaluate, held_out_rows, split_of
-
-
-def with_exact(head, value):
-    """A copy of `head` drafting with copy_exact = value (a config number: the weights are the same)."""
-    c = copy.deepcopy(head.c)
-    c.copy_exact = float(value)
-    h = MTPHead(c)
-    h.load_state_dict(head.state_dict())
-    return h.eval()
 
 
 def main():
@@ -62,11 +52,11 @@ def main():
     held = held[: a.rows]
     taus = {}
     for v in values:
-        taus[v] = evaluate(with_exact(head, v), bb, held, head.c.K)
+        taus[v] = evaluate(with_copy_exact(head, v), bb, held, head.c.K)
         print(f"copy_exact {v:g}: held-out τ {taus[v]:.4f}", file=sys.stderr)
     top = max(taus.values())
     best = min(v for v in values if taus[v] >= top - a.tie)
-    out = with_exact(head, best)
+    out = with_copy_exact(head, best)
     save_head(out, a.out, {**meta, "init_head": a.head, "copy_exact_sweep": {
         "held_out_rows": len(held), "tau": {f"{v:g}": round(t, 4) for v, t in taus.items()}, "chosen": best}})
     res = {"backbone": a.backbone, "head": a.head, "out": a.out, "held_out_rows": len(held),

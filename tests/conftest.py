@@ -59,5 +59,9 @@ def trained(spec, K=3):
                                 copy_follow=default_follow(bb.model.c.hidden_size, copy, 3),
                                 copy_vocab=512 if copy else 0,  # and copy-only ids: 256 beyond its draft vocabulary
                                 context=64 if spec == "tiny:qwen3" else 0)
+        if copy:  # drafting with copy_exact too (the head trained without it), so the llama tests cover it
+            from mtplite.model.head import with_copy_exact
+
+            head = with_copy_exact(head, 2.0)
         _trained[(spec, K)] = (bb, head, rows, va, info)
     return _trained[(spec, K)]

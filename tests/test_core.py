@@ -299,6 +299,12 @@ def test_scripts_bad_inputs(tmp_path):
                          (["drill_ablation.py", "--data", "x", "--drills", "0"], "--drills 0"),
                          (["generalization_gap.py", "--backbone", "tiny:gemma3", "--head", str(tmp_path), "--data",
                            str(tmp_path / "none.jsonl")], "no such distillation cache"),
+                         (["tune_copy_exact.py", "--backbone", "tiny:llama", "--head", str(tmp_path), "--data", __file__,
+                           "--out", str(tmp_path / "o"), "--values", "0,x"], "--values 0,x"),
+                         (["tune_copy_exact.py", "--backbone", "tiny:llama", "--head", str(tmp_path), "--data", __file__,
+                           "--out", str(tmp_path / "o"), "--values", "0,99"], "0-64 nats"),
+                         (["tune_copy_exact.py", "--backbone", "tiny:llama", "--head", str(tmp_path), "--data",
+                           str(tmp_path / "none.jsonl"), "--out", str(tmp_path / "o")], "no such distillation cache"),
                          (["vocab_coverage.py", "--backbone", "tiny:gemma3", "--data", str(tmp_path / "none.jsonl")],
                           "no such distillation cache"),
                          (["vocab_coverage.py", "--backbone", "tiny:gemma3", "--data", __file__, "--sizes", "0,a"],
@@ -764,10 +770,8 @@ def test_trigram_pointer_starts_as_prompt_lookup(spec):
 def test_copy_exact_raises_the_token_read_exactly_and_nothing_far_from_it():
     """copy_exact: a read that matches one cached position exactly (a unique trigram match, fresh pointer) gains the
     full bonus on the token it reads; rows far from the read (cosine <= 0.9) gain nothing; 0 changes nothing."""
-    import copy as cp
-
     from mtplite.model.decoder import causal_mask
-    from mtplite.model.head import MTPHead, head_config
+    from mtplite.model.head import MTPHead, head_config, with_copy_exact
     from mtplite.model.load import load_backbone
     from mtplite.runtime.lookup import lookup
     from mtplite.train.train import features
@@ -777,10 +781,7 @@ def test_copy_exact_raises_the_token_read_exactly_and_nothing_far_from_it():
     ids = list(range(c.vocab_size))[::-1]
     head = MTPHead(head_config(c, ids, K=3, copy_heads=2, read_layers=[0]))
     head.init_from_backbone(bb.model)
-    c4 = cp.deepcopy(head.c)
-    c4.copy_exact = 4.0
-    sharp = MTPHead(c4)
-    sharp.load_state_dict(head.state_dict())
+    sharp = with_copy_exact(head, 4.0)
     g = torch.Generator().manual_seed(0)
     n = 0
     for _ in range(8):
