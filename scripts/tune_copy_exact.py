@@ -57,7 +57,8 @@ def main():
     top = max(taus.values())
     best = min(v for v in values if taus[v] >= top - a.tie)
     out = with_copy_exact(head, best)
-    save_head(out, a.out, {**meta, "init_head": a.head, "copy_exact_sweep": {
+    keep = {k: v for k, v in meta.items() if k not in ("format", "version", "config")}  # save_head writes those anew
+    save_head(out, a.out, {**keep, "init_head": a.head, "copy_exact_sweep": {
         "held_out_rows": len(held), "tau": {f"{v:g}": round(t, 4) for v, t in taus.items()}, "chosen": best}})
     res = {"backbone": a.backbone, "head": a.head, "out": a.out, "held_out_rows": len(held),
            "tau": {f"{v:g}": round(t, 4) for v, t in taus.items()}, "chosen": best, "seconds": round(time.time() - t0, 1)}

@@ -221,6 +221,18 @@ def test_train_echo_distills_framed_continuations_into_the_same_cache(tmp_path):
     doc2 = json.loads((tmp_path / "h" / "head.json").read_text())
     assert doc2["all_cached"] and doc2["train_sequences"] + doc2["val_sequences"] == 42
     assert doc2["config"]["num_blocks"] == 2 and doc["config"]["num_blocks"] == 1
+    # scripts/tune_copy_exact.py scores bonuses on that head's held-out rows and writes the head with the best
+    root = Path(__file__).resolve().parents[1] / "scripts"
+    r = subprocess.run([sys.executable, str(root / "tune_copy_exact.py"), "--backbone", "tiny:gemma3", "--head",
+                        str(tmp_path / "h"), "--data", str(cache), "--out", str(tmp_path / "hx"), "--values", "0,3,9"],
+                       capture_output=True, text=True, timeout=300, env={**os.environ, **env})
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads(r.stdout)
+    tau = {float(k): v for k, v in res["tau"].items()}
+    assert res["held_out_rows"] == doc2["val_sequences"] and sorted(tau) == [0, 3, 9]
+    assert res["chosen"] == min(v for v in tau if tau[v] >= max(tau.values()) - 0.002)
+    doc3 = json.loads((tmp_path / "hx" / "head.json").read_text())
+    assert doc3["config"]["copy_exact"] == res["chosen"] and doc3["val_templates"] == doc2["val_templates"]
     assert doc2["val_templates"] == doc["val_templates"]
 
 
