@@ -371,8 +371,10 @@ class CopyRead(nn.Module):
         mix = ((g * self.beta[None, :, None])[..., None] * a).sum(1)  # [B,T,dt]
         # a linear layer over the token table, so it exports as FULLY_CONNECTED and the int8 recipe quantizes it
         logits = nn.functional.linear(mix.to(self.token_rows.dtype), self.token_rows) / self.dt  # [B,T,N+Nc]
-        # the rows are unit RMS, so a logit over this is the read's cosine with the token's row
-        strength = mix.float().norm(dim=-1, keepdim=True) * self.dt ** -0.5 + 1e-6  # the pointer logit of an exact read
+        # the rows are unit RMS, so a logit over this is the read's cosine with the token's row (only computed where
+        # used: the graph of a head without either sharpening stays as it was)
+        strength = (mix.float().norm(dim=-1, keepdim=True) * self.dt ** -0.5 + 1e-6  # the pointer logit of an exact read
+                    if self.exact or hasattr(self, "copy_only") else None)
         ctx = None
         if ctx_rows is not None:  # the context ids' pointer logits: the same read against their rows
             ctx = torch.matmul(mix.to(ctx_rows.dtype), ctx_rows.transpose(-1, -2)) / self.dt
