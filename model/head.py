@@ -545,31 +545,34 @@ class MTPHead(nn.Module):
         return self.full_logits(d), a
 
 
+def _rebuilt(head: MTPHead, strict=True, **changes):
+    """A new head of `head`'s config with `changes`, its weights loaded from `head` (strict=False: the new config
+    has parameters `head` lacks, left for the caller to set), in the same train/eval mode."""
+    import dataclasses
+
+    h = MTPHead(dataclasses.replace(head.c, **changes))
+    h.load_state_dict(head.state_dict(), strict=strict)
+    return h.train(head.training)
+
+
 def grow_blocks(head: MTPHead, n):
     """A copy of `head` with n blocks that drafts exactly as it does: the new blocks start as copies of its last
     block with their residual outputs (o_proj, down_proj) zeroed, so a fine-tune adds depth from the trained head's
     function instead of from scratch."""
-    import dataclasses
-
     if n < head.c.num_blocks:
         raise ValueError(f"cannot shrink a head of {head.c.num_blocks} blocks to {n}")
-    grown = MTPHead(dataclasses.replace(head.c, num_blocks=n))
-    grown.load_state_dict(head.state_dict(), strict=False)
+    grown = _rebuilt(head, strict=False, num_blocks=n)
     with torch.no_grad():
         for b in grown.blocks[head.c.num_blocks:]:
             b.load_state_dict(head.blocks[-1].state_dict())
             b.o_proj.weight.zero_()
             b.down_proj.weight.zero_()
-    return grown.train(head.training)
+    return grown
 
 
 def with_copy_exact(head: MTPHead, value):
     """A copy of `head` drafting with copy_exact = value (a config number; the weights are the same)."""
-    import dataclasses
-
-    h = MTPHead(dataclasses.replace(head.c, copy_exact=float(value)))
-    h.load_state_dict(head.state_dict())
-    return h.train(head.training)
+    return _rebuilt(head, copy_exact=float(value))
 
 
 def save_head(head: MTPHead, out_dir, meta: dict):
@@ -585,7 +588,9 @@ def save_head(head: MTPHead, out_dir, meta: dict):
     sd = {k: v.detach().contiguous().float() for k, v in head.state_dict().items()}
     with atomic_path(out / "head.safetensors") as tmp:
         save_file(sd, str(tmp), metadata={"format": "pt"})
-    doc = {"format": "mtplite-head", "version": 1, "config": head.c.to_json(), **meta}
+    # the head's own config wins: meta may be a loaded head.json (its old config) carried over to a changed head
+    doc = {"format": "mtplite-head", "version": 1, "config": head.c.to_json(),
+           **{k: v for k, v in meta.items() if k not in ("format", "version", "config")}}
     write_text_atomic(out / "head.json", json.dumps(doc, indent=1))
 
 

@@ -56,12 +56,9 @@ def main():
         print(f"copy_exact {v:g}: held-out τ {taus[v]:.4f}", file=sys.stderr)
     top = max(taus.values())
     best = min(v for v in values if taus[v] >= top - a.tie)
-    out = with_copy_exact(head, best)
-    keep = {k: v for k, v in meta.items() if k not in ("format", "version", "config")}  # save_head writes those anew
-    save_head(out, a.out, {**keep, "init_head": a.head, "copy_exact_sweep": {
-        "held_out_rows": len(held), "tau": {f"{v:g}": round(t, 4) for v, t in taus.items()}, "chosen": best}})
-    res = {"backbone": a.backbone, "head": a.head, "out": a.out, "held_out_rows": len(held),
-           "tau": {f"{v:g}": round(t, 4) for v, t in taus.items()}, "chosen": best, "seconds": round(time.time() - t0, 1)}
+    sweep = {"held_out_rows": len(held), "tau": {f"{v:g}": round(t, 4) for v, t in taus.items()}, "chosen": best}
+    save_head(with_copy_exact(head, best), a.out, {**meta, "init_head": a.head, "copy_exact_sweep": sweep})
+    res = {"backbone": a.backbone, "head": a.head, "out": a.out, **sweep, "seconds": round(time.time() - t0, 1)}
     print(json.dumps(res, indent=1))
     if a.json:
         write_text_atomic(a.json, json.dumps(res, indent=1))

@@ -366,9 +366,8 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
         torch.distributed.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
     torch.manual_seed(seed)
     if init_head is not None:  # fine-tune (e.g. onto a quantized backbone): keeps its config and draft vocabulary
-        head = copy.deepcopy(init_head).train()
-        if num_blocks and num_blocks != head.c.num_blocks:
-            head = grow_blocks(head, num_blocks)
+        grow = num_blocks and num_blocks != init_head.c.num_blocks
+        head = (grow_blocks(init_head, num_blocks) if grow else copy.deepcopy(init_head)).train()
         head.to(next(backbone.model.parameters()).device)
         head.c.context = context or head.c.context  # a head trained without the context space can learn it
     else:
