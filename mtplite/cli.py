@@ -21,6 +21,23 @@ def _warn_quiet():
     logging.getLogger("transformers").setLevel(logging.ERROR)
 
 
+def _copy_exact(text, copy_heads):
+    """--copy-exact auto|NATS -> "auto" or a float (0 where the head has no copy read to sharpen)."""
+    from mtplite.errors import UserError
+
+    if text == "auto":
+        return "auto"
+    try:
+        x = float(text)
+    except ValueError:
+        raise UserError(f"--copy-exact {text}: give auto or a number of nats (0-64), e.g. 2") from None
+    if not 0 <= x <= 64:
+        raise UserError(f"--copy-exact {text}: use 0-64 nats (auto picks one on the held-out rows)")
+    if x and not copy_heads:
+        raise UserError(f"--copy-exact {text}: the bonus sharpens the copy read; train with --copy-heads 1 or more")
+    return x
+
+
 def cmd_train(a):
     import torch
 
@@ -48,6 +65,7 @@ def cmd_train(a):
     check_context(a.context)
     if a.programs < 0:
         raise UserError(f"--programs {a.programs}: how many program requests to distill, 0 (none) or more")
+    a.copy_exact = _copy_exact(a.copy_exact, a.copy_heads)
     torch.manual_seed(a.seed)
     torch.set_num_threads(a.threads or torch.get_num_threads())
     dev = pick_device(a.device)
@@ -118,7 +136,7 @@ def _train(a, bb, t0, dtype):
                                 copy_follow=a.copy_follow, copy_vocab=a.copy_vocab,
                                 epochs=a.epochs, batch=a.batch, lr=a.lr, budget_s=left, seed=a.seed, val_rows=val_rows,
                                 log=lambda s: print(s, file=sys.stderr), dtype=dtype, init_head=init,
-                                kd=a.kd, feat=a.feat_loss, context=a.context)
+                                kd=a.kd, feat=a.feat_loss, context=a.context, copy_exact=a.copy_exact)
         bb.model.float()
         head.cpu()
         n_tok = sum(len(r["tokens"]) - r["prompt_len"] for r in train_rows)
@@ -245,6 +263,9 @@ def main(argv=None):
     t.add_argument("--copy-vocab", default="0",
                    help="ids the copy read can draft, the draft vocabulary included (e.g. 32768: rare copied tokens "
                         "such as names fall outside the 4,096 most frequent; 0 = the draft vocabulary alone, default)")
+    t.add_argument("--copy-exact", default="auto",
+                   help="nats added to the copy read's pointer where it reads a token near-exactly (auto = chosen "
+                        "from 0, 2, 4 on the held-out rows after training; a number sets it; needs --copy-heads)")
     t.add_argument("--budget-minutes", type=float, default=None)
     t.add_argument("--data-share", type=float, default=0.5, help="share of the budget for new self-distilled data")
     t.add_argument("--prompts", type=int, default=None, help="limit the prompt corpus")

@@ -82,7 +82,7 @@ def cmd_quickstart(a):
             left = budget * 60 - (time.time() - t0)
             head, info = train_head(work, tr, K=a.k, draft_vocab_size=a.draft_vocab, epochs=6, batch=8, lr=1e-3,
                                     budget_s=max(left, 30), val_rows=va, dtype=dtype, log=log, copy_heads=a.copy_heads,
-                                    copy_follow=follow, copy_vocab=copy_vocab, context=CONTEXT)
+                                    copy_follow=follow, copy_vocab=copy_vocab, context=CONTEXT, copy_exact="auto")
         del work
         bb.model.cpu()
         head.cpu()

@@ -1,6 +1,8 @@
 """Choose a trained head's copy_exact (the bonus for a near-exact copy read, model/head.py CopyRead.forward) on its
 own held-out rows, teacher-forced, and write the head with it. The held-out rows are whole templates the head never
 trained on; the benchmark prompts are never looked at. Ties (within --tie of the best) go to the smaller bonus.
+`mtplite train` does this itself after training (--copy-exact auto, over 0, 2, 4); this script is for a head trained
+before that, or for other values.
 
   python scripts/tune_copy_exact.py --backbone gemma3-270m --head HEAD_DIR --data DISTILL.jsonl --out NEW_HEAD_DIR
       [--values 0,2,4,6,8] [--rows 320] [--json out.json]
@@ -16,7 +18,7 @@ from mtplite.errors import UserError, run_main
 from mtplite.model.head import load_head, save_head, with_copy_exact
 from mtplite.model.load import load_backbone
 from mtplite.paths import write_text_atomic
-from mtplite.train.train import evaluate, held_out_rows, split_of
+from mtplite.train.train import held_out_rows, split_of, tune_copy_exact
 
 
 def main():
@@ -50,13 +52,7 @@ def main():
         raise UserError(f"--data {a.data}: no held-out rows of this head's corpus in it; pass the cache it trained on")
     random.Random(0).shuffle(held)
     held = held[: a.rows]
-    taus = {}
-    for v in values:
-        taus[v] = evaluate(with_copy_exact(head, v), bb, held, head.c.K)
-        print(f"copy_exact {v:g}: held-out τ {taus[v]:.4f}", file=sys.stderr)
-    top = max(taus.values())
-    best = min(v for v in values if taus[v] >= top - a.tie)
-    sweep = {"held_out_rows": len(held), "tau": {f"{v:g}": round(t, 4) for v, t in taus.items()}, "chosen": best}
+    best, sweep = tune_copy_exact(head, bb, held, head.c.K, values, a.tie)
     save_head(with_copy_exact(head, best), a.out, {**meta, "init_head": a.head, "copy_exact_sweep": sweep})
     res = {"backbone": a.backbone, "head": a.head, "out": a.out, **sweep, "seconds": round(time.time() - t0, 1)}
     print(json.dumps(res, indent=1))

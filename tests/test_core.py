@@ -208,6 +208,9 @@ def test_train_echo_distills_framed_continuations_into_the_same_cache(tmp_path):
     assert len(ids) == 42 and len(echo) == 18 and len(fix) == 6 and len(set(ids)) == 42
     doc = json.loads((tmp_path / "h" / "head.json").read_text())
     assert doc["train_sequences"] + doc["val_sequences"] == 42
+    # --copy-exact auto (the default): the bonus is chosen on the held-out rows after training and drafts in the head
+    sweep = doc["copy_exact_sweep"]
+    assert doc["config"]["copy_exact"] == sweep["chosen"] and sweep["held_out_rows"] == doc["val_sequences"]
     from mtplite.train.train import held_out_rows, split_of
 
     assert len(held_out_rows(cache, **split_of(doc))) == doc["val_sequences"] > 0  # the split training made
@@ -282,7 +285,9 @@ def test_cli_bad_inputs(tmp_path):
                       (["--copy-follow", "2", "--copy-heads", "0"], "--copy-heads 1"),
                       (["--copy-vocab", "many"], "--copy-vocab many"), (["--copy-vocab", "999999999"], "up to"),
                       (["--copy-vocab", "8192", "--copy-heads", "0", "--copy-follow", "0"], "--copy-heads 1"),
-                      (["--kd", "1.5"], "--kd 1.5"), (["--feat-loss", "-1"], "--feat-loss -1")):
+                      (["--kd", "1.5"], "--kd 1.5"), (["--feat-loss", "-1"], "--feat-loss -1"),
+                      (["--copy-exact", "lots"], "--copy-exact lots"), (["--copy-exact", "99"], "0-64 nats"),
+                      (["--copy-exact", "2", "--copy-heads", "0", "--copy-follow", "0"], "--copy-heads 1")):
         msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), *bad)[::2])
         assert want in msg, msg
     if not torch.cuda.is_available():
@@ -817,6 +822,32 @@ def test_copy_exact_raises_the_token_read_exactly_and_nothing_far_from_it():
             assert float(d[cos < 0.8].abs().max()) == 0.0 and float(d.min()) >= 0.0
             n += 1
     assert n >= 8
+
+
+def test_copy_exact_auto_picks_the_best_bonus_on_the_held_out_rows():
+    """evaluate_each (the sweep's one backbone pass per batch for every bonus) scores each head as evaluate() does;
+    train_head(copy_exact="auto") keeps the best value of its sweep (ties to the smaller), a number is set as given,
+    and a head without a copy read keeps 0 and sweeps nothing."""
+    from mtplite.model.head import with_copy_exact
+    from mtplite.train.train import EXACT_VALUES, evaluate, evaluate_each, train_head, tune_copy_exact
+
+    bb, head, rows, va, _ = trained("tiny:llama")
+    heads = [with_copy_exact(head, v) for v in (0.0, 8.0, 30.0)]
+    each = evaluate_each(heads, bb, va[:24], 3)
+    assert each == [evaluate(h, bb, va[:24], 3) for h in heads]
+    assert len(set(each)) > 1  # the bonus changes drafts here, so the sweep has something to choose
+    best, sweep = tune_copy_exact(head, bb, va[:24], 3, values=(30.0, 0.0, 8.0), tie=0.0)
+    assert sweep["tau"] == {f"{v:g}": round(t, 4) for v, t in zip((0.0, 8.0, 30.0), each)}
+    assert best == (0.0, 8.0, 30.0)[each.index(max(each))] == sweep["chosen"]
+    kw = dict(K=3, draft_vocab_size=64, epochs=1, batch=16, progress=False, val_rows=va[:16], log=lambda s: None)
+    h, info = train_head(bb, rows[:32], copy_heads=2, copy_follow=0, copy_exact="auto", **kw)
+    sw = info["copy_exact_sweep"]
+    assert sorted(float(v) for v in sw["tau"]) == list(EXACT_VALUES) and h.c.copy_exact == sw["chosen"]
+    assert sw["chosen"] == min(float(v) for v, t in sw["tau"].items() if t >= max(sw["tau"].values()) - 0.002)
+    h, info = train_head(bb, rows[:32], copy_heads=2, copy_follow=0, copy_exact=3.0, **kw)
+    assert h.c.copy_exact == 3.0 and "copy_exact_sweep" not in info
+    h, info = train_head(bb, rows[:32], copy_exact="auto", **kw)
+    assert h.c.copy_exact == 0.0 and "copy_exact_sweep" not in info
 
 
 @pytest.mark.parametrize("spec,draft,context", [(s, d, False) for s in FAMILIES for d in (None, 16)] +
