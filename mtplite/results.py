@@ -10,24 +10,18 @@ import json
 import os
 import platform
 import shutil
-from importlib import metadata
 from pathlib import Path
 
 from mtplite.paths import write_text_atomic
-from mtplite.runtime.bench import markdown
+from mtplite.runtime.bench import markdown, versions
 
-PKGS = ("torch", "litert-torch", "ai-edge-litert", "ai-edge-quantizer", "litert-lm-builder", "litert-lm-api",
-        "transformers")
-
-
-def versions():
-    out = {}
-    for p in PKGS:
-        try:
-            out[p] = metadata.version(p)
-        except metadata.PackageNotFoundError:
-            out[p] = "-"
-    return out
+def versions_line(bench):
+    """The bench's own recorded versions; a run from before they were recorded shows the rendering environment's,
+    said so (a page re-rendered after an upgrade must not claim the new versions ran it)."""
+    v = bench.get("versions")
+    note = "" if v else " (installed when this page was rendered; this bench run did not record its own)"
+    v = v or versions()
+    return f"- Python {v['python']}; " + ", ".join(f"{k} {x}" for k, x in v.items() if k != "python") + note
 
 
 def cpu_name():
@@ -371,7 +365,7 @@ def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliabilit
          "`scripts/gemma_results.sh`); do not edit by hand.", "",
          "## Machine and versions", "",
          f"- CPU: {cpu_name()}, {os.cpu_count()} cores; bench threads: {bench['threads']}",
-         f"- Python {platform.python_version()}; " + ", ".join(f"{k} {v}" for k, v in versions().items()), ""]
+         versions_line(bench), ""]
     if current:
         L += current_section(current)
     L += ["## Head", ""]

@@ -151,6 +151,24 @@ def run_engine(bundle_dir, prompts, max_new, tok):
     return out
 
 
+PKGS = ("torch", "litert-torch", "ai-edge-litert", "ai-edge-quantizer", "litert-lm-builder", "litert-lm-api",
+        "transformers")
+
+
+def versions():
+    """Python and the packages a bench's numbers depend on, as installed now (recorded in every bench JSON)."""
+    import platform
+    from importlib import metadata
+
+    out = {"python": platform.python_version()}
+    for p in PKGS:
+        try:
+            out[p] = metadata.version(p)
+        except metadata.PackageNotFoundError:
+            out[p] = "-"
+    return out
+
+
 def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "mtp+ctx", "lookup", "hybrid", "hybrid+ctx", "mtp+gate",
                                                   "hybrid+gate", "standalone"),
           threads=2, engine=True,
@@ -267,6 +285,7 @@ def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "mtp+ctx", "lo
         else:
             result["engine"] = eng
     result["seconds"] = time.time() - t0
+    result["versions"] = versions()
     return result
 
 

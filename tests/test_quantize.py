@@ -145,3 +145,12 @@ def test_bench_also_runs_extra_bundles_side_by_side(tmp_path_factory):
     (run / "bench.json").write_text(json.dumps(res))
     page = render(run)  # the results page renders from the JSON alone (no head dir, extra bundles present)
     assert "mtp@q8/plain@q8" in page and "speculative output == plain greedy" in page
+    # the page names the versions the bench ran with (recorded in its JSON), not whatever renders it later
+    res["versions"] = {**res["versions"], "transformers": "0.0-recorded"}
+    (run / "bench.json").write_text(json.dumps(res))
+    line = next(l for l in render(run).splitlines() if l.startswith("- Python"))
+    assert "transformers 0.0-recorded" in line and "rendered" not in line
+    del res["versions"]
+    (run / "bench.json").write_text(json.dumps(res))
+    line = next(l for l in render(run).splitlines() if l.startswith("- Python"))
+    assert "transformers 0.0-recorded" not in line and "did not record its own" in line
