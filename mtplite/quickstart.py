@@ -143,17 +143,28 @@ def cmd_quickstart(a):
     write_text_atomic(root / "bench.json", json.dumps(res, indent=1))
     plot(res, root / "bench.png")
     print(markdown(res))
-    r = res["ratios"]["mtp/plain"]["all"]
+    print(f"\nmtplite quickstart done in {(time.time() - t0) / 60:.1f} min\n" + closing(res, json.loads(man_path.read_text()).get("settings") or {},
+                                                                           a.threads, bundle, root))
+
+
+def closing(res, settings, threads, bundle, root):
+    """The closing lines: each drafting mode's measured speedup, and which one `mtplite generate` uses by default
+    (calibrate's choice): with a small head, prompt lookup alone can be the fastest, and the user must not read the
+    MTP line as what they will get."""
+    r = res["ratios"]
     tau = res["table"]["mtp"]["all"]["accept_length"]
-    hy = res["ratios"].get("hybrid/plain", {}).get("all")
-    print(f"\nmtplite quickstart done in {(time.time() - t0) / 60:.1f} min\n"
-          f"  MTP decode speedup vs plain (this CPU, {a.threads} threads): {r:.2f}x, accept length {tau:.2f}"
-          + (f"; hybrid (lookup + head) {hy:.2f}x" if hy else "") + "\n"
-          f"  MTP adds {res['memory']['drafter_bytes'] / 1e6:.1f} MB of weights and 0 KV bytes\n"
-          f"  bundle: {bundle / 'model.litertlm'} (LiteRT-LM), {bundle / 'android'} (Android demo)\n"
-          f"  results: {root / 'bench.json'}, {root / 'bench.png'}\n"
-          f"  on a phone: adb push {bundle / 'android'} /sdcard/Android/data/dev.mtplite.demo/files/bundle "
-          f"(see README: Run on a Pixel)")
+    modes = [f"MTP {r['mtp/plain']['all']:.2f}x (accept length {tau:.2f})"]
+    hy = "hybrid+gate/plain" if "hybrid+gate/plain" in r else "hybrid/plain"
+    modes += [f"{name} {r[k]['all']:.2f}x" for k, name in ((hy, "hybrid (lookup + head)"),
+                                                           ("lookup/plain", "prompt lookup alone")) if k in r]
+    default = (f"  `mtplite generate` drafts with {settings['draft']} by default; calibrate: {settings.get('reason', '')}\n"
+               if settings.get("draft") else "")
+    return (f"  decode speedup vs plain (this CPU, {threads} threads): " + "; ".join(modes) + "\n" + default +
+            f"  MTP adds {res['memory']['drafter_bytes'] / 1e6:.1f} MB of weights and 0 KV bytes\n"
+            f"  bundle: {bundle / 'model.litertlm'} (LiteRT-LM), {bundle / 'android'} (Android demo)\n"
+            f"  results: {root / 'bench.json'}, {root / 'bench.png'}\n"
+            f"  on a phone: adb push {bundle / 'android'} /sdcard/Android/data/dev.mtplite.demo/files/bundle "
+            f"(see README: Run on a Pixel)")
 
 
 def _quant(q):

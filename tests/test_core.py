@@ -418,6 +418,22 @@ def test_benchmarks_page_is_rendered_from_the_committed_json():
     assert machine(out.read_text()) == machine((root / "BENCHMARKS.md").read_text())
 
 
+def test_quickstart_closing_names_every_mode_and_the_calibrated_default():
+    """A small quickstart head lost to prompt lookup and calibrate chose lookup: the closing lines must show lookup's
+    speedup and what `mtplite generate` will use, not the MTP number alone."""
+    from pathlib import Path
+
+    from mtplite.quickstart import closing
+
+    res = {"ratios": {"mtp/plain": {"all": 1.18}, "hybrid+gate/plain": {"all": 1.72}, "hybrid/plain": {"all": 1.6},
+                      "lookup/plain": {"all": 1.83}},
+           "table": {"mtp": {"all": {"accept_length": 2.46}}}, "memory": {"drafter_bytes": 15e6}}
+    text = closing(res, {"draft": "lookup", "reason": "predicted 1.52x with prompt lookup alone"}, 2, Path("b"), Path("r"))
+    assert "MTP 1.18x (accept length 2.46)" in text and "hybrid (lookup + head) 1.72x" in text
+    assert "prompt lookup alone 1.83x" in text and "drafts with lookup by default" in text and "1.52x" in text
+    assert "by default" not in closing(res, {}, 2, Path("b"), Path("r"))
+
+
 def test_torch_exact_mode_in_bf16():
     """bf16 batched verify rows round differently from single-token decode; exact mode (plain steps as row 0 of a
     K+1-row pass) must give speculative output == plain output on every prompt."""
