@@ -113,6 +113,9 @@ def _train(a, bb, t0, dtype):
         init, init_meta = load_head(a.init_head, bb.fingerprint)
         # a fine-tune keeps the templates its starting head held out: new rows must not move them into training
         held = init_meta.get("val_templates")
+        if a.copy_exact not in ("auto", 0.0) and not init.c.copy_heads:  # before training, not after it
+            raise UserError(f"--copy-exact {a.copy_exact:g}: {a.init_head} has no copy read to sharpen (it was trained "
+                            "with --copy-heads 0); omit --copy-exact")
         if a.blocks is not None and a.blocks < init.c.num_blocks:
             raise UserError(f"--blocks {a.blocks}: {a.init_head} has {init.c.num_blocks} blocks; a fine-tune can add "
                             f"blocks, not remove them (omit --blocks to keep them)")

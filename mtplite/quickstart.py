@@ -143,8 +143,9 @@ def cmd_quickstart(a):
     write_text_atomic(root / "bench.json", json.dumps(res, indent=1))
     plot(res, root / "bench.png")
     print(markdown(res))
-    print(f"\nmtplite quickstart done in {(time.time() - t0) / 60:.1f} min\n" + closing(res, json.loads(man_path.read_text()).get("settings") or {},
-                                                                           a.threads, bundle, root))
+    settings = json.loads(man_path.read_text()).get("settings") or {}  # calibrate's, written after `man` was read
+    print(f"\nmtplite quickstart done in {(time.time() - t0) / 60:.1f} min\n"
+          + closing(res, settings, a.threads, bundle, root))
 
 
 def closing(res, settings, threads, bundle, root):

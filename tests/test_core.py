@@ -271,6 +271,9 @@ def test_cli_bad_inputs(tmp_path):
     msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), "--blocks", "1",
                                 "--init-head", str(tmp_path / "head2"))[::2])
     assert "--blocks 1" in msg and "has 2 blocks" in msg
+    msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), "--copy-exact", "2",
+                                "--init-head", str(tmp_path / "head2"))[::2])
+    assert "--copy-exact 2" in msg and "no copy read" in msg  # tiny:gemma3's head has none
     msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), "--programs", "-5")[::2])
     assert "--programs -5" in msg
     msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), "--device", "tpu")[::2])

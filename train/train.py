@@ -508,6 +508,7 @@ def evaluate(head, backbone, rows, K, batch=8, dtype=torch.float32, context=None
 
 
 def evaluate_each(heads, backbone, rows, K, batch=8, dtype=torch.float32, context=None):
+    """evaluate() of each head of runs_each (one backbone pass per batch for all)."""
     return [float(1 + a.mean()) if len(a) else 0.0 for a in runs_each(heads, backbone, rows, K, batch, dtype, context)]
 
 
