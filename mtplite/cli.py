@@ -268,7 +268,7 @@ def main(argv=None):
                         "such as names fall outside the 4,096 most frequent; 0 = the draft vocabulary alone, default)")
     t.add_argument("--copy-exact", default="auto",
                    help="nats added to the copy read's pointer where it reads a token near-exactly (auto = chosen "
-                        "from 0, 2, 4 on the held-out rows after training; a number sets it; needs --copy-heads)")
+                        "from 0, 2, 4, 8, 16 on the held-out rows after training; a number sets it; needs --copy-heads)")
     t.add_argument("--budget-minutes", type=float, default=None)
     t.add_argument("--data-share", type=float, default=0.5, help="share of the budget for new self-distilled data")
     t.add_argument("--prompts", type=int, default=None, help="limit the prompt corpus")
