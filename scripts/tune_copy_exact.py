@@ -1,8 +1,8 @@
 """Choose a trained head's copy_exact (the bonus for a near-exact copy read, model/head.py CopyRead.forward) on its
 own held-out rows, teacher-forced, and write the head with it. The held-out rows are whole templates the head never
 trained on; the benchmark prompts are never looked at. Ties (within --tie of the best) go to the smaller bonus.
-`mtplite train` does this itself after training (--copy-exact auto, over 0, 2, 4, 8, 16); this script is for a head trained
-before that, or for other values.
+`mtplite train` does this itself after training (--copy-exact auto, over 0, 2, 4, 8, 16); this script is for a head
+trained before that, or for other values.
 
   python scripts/tune_copy_exact.py --backbone gemma3-270m --head HEAD_DIR --data DISTILL.jsonl --out NEW_HEAD_DIR
       [--values 0,2,4,6,8] [--rows 320] [--json out.json]
