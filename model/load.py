@@ -186,16 +186,22 @@ def load_backbone(spec: str, seed: int = 0) -> Backbone:
         raise UserError(f"unknown backbone '{spec}': use tiny:gemma3|tiny:qwen3|tiny:llama, "
                         f"{'|'.join(PACKAGED)}, a Hugging Face checkpoint dir or a .gguf file")
     try:
-        dec = from_hf(hf)
+        dec = decoder_of(hf)
     except ValueError as e:
         raise UserError(f"{spec}: {e}") from None
-    if getattr(hf.config, "tie_word_embeddings", True) or getattr(hf.config.get_text_config(), "tie_word_embeddings", False):
-        dec.lm_head.weight = dec.embed_tokens.weight
     del hf
     eos = hf_eos(tok)
     bos = tok.bos_token_id if spec.startswith(("tiny:", "gemma3")) or dec.c.family == "gemma3" else None
     chat = bool(getattr(tok, "chat_template", None))
     return Backbone(spec, dec, tok, fingerprint(dec), eos, bos, chat)
+
+
+def decoder_of(hf):
+    """Our Decoder from a loaded HF causal LM, its LM head tied to the embedding where the checkpoint ties them."""
+    dec = from_hf(hf)
+    if getattr(hf.config, "tie_word_embeddings", True) or getattr(hf.config.get_text_config(), "tie_word_embeddings", False):
+        dec.lm_head.weight = dec.embed_tokens.weight
+    return dec
 
 
 def hf_eos(tok):

@@ -3,27 +3,18 @@ and manifest fixtures that the Python runtime writes here, so Python and Kotlin 
 import copy
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+import toolchain
 from conftest import PROMPTS, trained
 from test_export_runtime import C, bundle
 
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "android_demo" / "core" / "src"
-JUNIT = Path("/usr/share/java/junit-platform-console-standalone.jar")
-
-
-def _kotlinc():
-    for c in (ROOT / ".kotlin-build" / "node_modules" / "kotlin-compiler" / "bin" / "kotlinc-jvm",
-              shutil.which("kotlinc-jvm"), shutil.which("kotlinc")):
-        if c and Path(c).exists():
-            return Path(c)
-    return None
 
 
 def record_steps(steps, log):
@@ -176,9 +167,7 @@ def write_manifest_fixtures(dirpath):
 
 
 def test_kotlin_core(tmp_path):
-    kotlinc = _kotlinc()
-    if kotlinc is None or not JUNIT.exists():
-        pytest.fail("kotlinc (npm kotlin-compiler) and JUnit 5 (Debian junit5) are needed; .ci/run installs both")
+    kotlinc, jars = toolchain.kotlinc(), toolchain.junit()
     golden, manifests = tmp_path / "golden", tmp_path / "manifests"
     golden.mkdir()
     manifests.mkdir()
@@ -186,7 +175,7 @@ def test_kotlin_core(tmp_path):
     assert n >= 20
     write_manifest_fixtures(manifests)
     jar = tmp_path / "core.jar"
-    cp = ":".join(str(Path("/usr/share/java") / j) for j in ("junit-jupiter-api.jar", "apiguardian-api.jar",
+    cp = ":".join(str(jars / j) for j in ("junit-jupiter-api.jar", "apiguardian-api.jar",
                                                               "opentest4j.jar"))
     srcs = [str(p) for p in CORE.rglob("*.kt")]
     r = subprocess.run([str(kotlinc), "-d", str(jar), "-cp", cp, "-jvm-target", "17", "-nowarn", *srcs],
@@ -195,7 +184,7 @@ def test_kotlin_core(tmp_path):
     stdlib = kotlinc.parent.parent / "lib" / "kotlin-stdlib.jar"
     log = tmp_path / "device.jsonl"
     r = subprocess.run(["java", f"-Dmtplite.golden={golden}", f"-Dmtplite.manifests={manifests}",
-                        f"-Dmtplite.logOut={log}", "-jar", str(JUNIT), "--class-path", f"{jar}:{stdlib}",
+                        f"-Dmtplite.logOut={log}", "-jar", str(jars / "junit-platform-console-standalone.jar"), "--class-path", f"{jar}:{stdlib}",
                         "--scan-classpath", "--fail-if-no-tests", "--disable-banner", "--details=tree"],
                        capture_output=True, text=True, timeout=600)
     ok = re.search(r"(\d+) tests successful", r.stdout)
@@ -220,3 +209,55 @@ def test_report_rejects_bad_logs(tmp_path):
         bad.write_text(content)
         r = subprocess.run([sys.executable, "-m", "mtplite.cli", "report", str(bad)], capture_output=True, text=True)
         assert r.returncode == 2 and "Traceback" not in r.stderr and needle in r.stderr, r.stderr
+
+
+APP = ROOT / "android_demo" / "app" / "src" / "main"
+STUBS = ROOT / "android_demo" / "stubs"
+
+
+def _r_class(out):
+    """R.java for the app's resources: R.layout.<file> and R.id.<name> for every @+id/ in res/ (aapt's ids; the values
+    only need to be distinct ints for type-checking)."""
+    layouts = sorted(p.stem for p in (APP / "res" / "layout").glob("*.xml"))
+    ids = sorted({m for p in (APP / "res").rglob("*.xml") for m in re.findall(r'@\+id/(\w+)', p.read_text())})
+    body = "".join(f"    public static final class {cls} {{\n" + "".join(
+        f"        public static final int {n} = 0x7f0{k}{i:04x};\n" for i, n in enumerate(names)) + "    }\n"
+        for k, (cls, names) in enumerate((("layout", layouts), ("id", ids)), 1))
+    src = out / "dev" / "mtplite" / "demo" / "R.java"
+    src.parent.mkdir(parents=True)
+    src.write_text(f"package dev.mtplite.demo;\npublic final class R {{\n{body}}}\n")
+    return src
+
+
+def _compile_app(tmp_path, kotlinc, extra=()):
+    """kotlinc over the app and the core against the Android API stubs (javac) and the LiteRT stub (its own module,
+    so its internal members stay hidden as in the real AAR). Returns kotlinc's result."""
+    android = tmp_path / "android-classes"
+    r = subprocess.run(["javac", "-d", str(android), "-nowarn", *map(str, (STUBS / "android").rglob("*.java")),
+                        str(_r_class(tmp_path / "r-src"))], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    litert = tmp_path / "litert.jar"
+    r = subprocess.run([str(kotlinc), "-d", str(litert), "-module-name", "litert", "-jvm-target", "17", "-nowarn",
+                        "-cp", str(android), *map(str, (STUBS / "litert").rglob("*.kt"))],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    srcs = [*map(str, (APP / "java").rglob("*.kt")), *map(str, (CORE / "main").rglob("*.kt")), *map(str, extra)]
+    return subprocess.run([str(kotlinc), "-d", str(tmp_path / "app.jar"), "-module-name", "app", "-jvm-target", "17",
+                           "-cp", f"{android}:{litert}", *srcs], capture_output=True, text=True, timeout=600)
+
+
+def test_android_app_typechecks(tmp_path):
+    """The app module compiles against the API it targets (Android 35, LiteRT as pinned), not only its JVM core."""
+    import time
+
+    kotlinc = toolchain.kotlinc()
+    t0 = time.time()
+    r = _compile_app(tmp_path, kotlinc)
+    errors = [l for l in r.stderr.splitlines() if "error:" in l]
+    print(f"app type-check: {time.time() - t0:.0f} s, {len(errors)} errors")
+    assert r.returncode == 0 and not errors, "\n".join(errors) or r.stderr[-3000:]
+    # the stubs hide what the AAR hides: an app reaching for an internal constructor does not compile
+    bad = tmp_path / "Bad.kt"
+    bad.write_text("package dev.mtplite.demo\nfun leak() = com.google.ai.edge.litert.TensorBuffer(0L)\n")
+    r = _compile_app(tmp_path / "bad", kotlinc, extra=[bad])
+    assert r.returncode != 0 and "TensorBuffer" in r.stderr, r.stderr[-2000:]

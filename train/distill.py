@@ -44,17 +44,16 @@ def greedy_batch(dec, seqs, max_new, eos_ids, dtype=torch.float32):
     km = key_mask(ok, C).to(dtype)
     pos = torch.arange(P, dtype=torch.int32)
     outs = [[] for _ in range(B)]
-    done = torch.zeros(B, dtype=torch.bool)
     # logits of the last prompt position only: the full [B, P, vocab] block was a third of distillation time
     _, act, kv = dec(dec.embed(toks).to(dtype), pos, causal_mask(pos, C, dtype) + km, kv, return_logits=False)
     nxt = dec.logits(act[:, -1]).argmax(-1)
+    done = [False] * B
     for s in range(max_new):
-        for b in range(B):
+        for b, t in enumerate(nxt.tolist()):  # one host copy per step (per-element reads sync a GPU B times)
             if not done[b]:
-                outs[b].append(int(nxt[b]))
-                if int(nxt[b]) in eos_ids:
-                    done[b] = True
-        if done.all() or s == max_new - 1:
+                outs[b].append(t)
+                done[b] = t in eos_ids
+        if all(done) or s == max_new - 1:
             break
         p = torch.tensor([P + s], dtype=torch.int32)
         lg, _, kv = dec(dec.embed(nxt[:, None]).to(dtype), p, causal_mask(p, C, dtype) + km, kv)
@@ -122,6 +121,42 @@ def distill(backbone, prompts, out_path, max_new=64, batch=8, dtype=torch.float3
     # rows cached before `template` was recorded get it from the prompt list (validation holds out whole templates)
     return [{**done[p["id"]], **({"template": p["template"]} if "template" in p else {})}
             for p in prompts if p["id"] in done]
+
+
+def distill_corpus(dec, items, folder, meta, max_new, eos_ids, batch=64, dtype=torch.float32, budget_s=None,
+                   shard_rows=2048, progress=True):
+    """Greedy continuations of pre-tokenized prompts ({id, task, template, ids}) added to a corpus folder
+    (mtplite.data.corpus) in shards of `shard_rows`; prompts the folder already holds are skipped, so a run that
+    stops resumes where its last shard ended. Returns the number of rows added."""
+    import time
+
+    from mtplite.data.corpus import load_corpus, write_shard
+
+    have = {r["id"] for r in load_corpus([folder])[0]} if Path(folder).is_dir() else set()
+    todo = [p for p in items if p["id"] not in have]
+    win = batch * 16  # sorted by length within windows, as distill() does
+    todo = [p for i in range(0, len(todo), win) for p in sorted(todo[i: i + win], key=lambda p: len(p["ids"]))]
+    meta = {**meta, "settings": {**meta.get("settings", {}), "max_new": max_new, "eos_ids": sorted(eos_ids),
+                                 "decoding": "greedy"}}
+    bar = tqdm(total=len(todo), desc="distill", unit="prompt", disable=not progress)
+    t0, pending, added = time.time(), [], 0
+    with fast_decode(dec, dtype):
+        for i in range(0, len(todo), batch):
+            if budget_s is not None and time.time() - t0 >= budget_s:
+                break
+            chunk = todo[i: i + batch]
+            conts = greedy_batch(dec, [p["ids"] for p in chunk], max_new, set(eos_ids), dtype)
+            pending += [{"id": p["id"], "task": p["task"], "template": p.get("template"), "prompt_len": len(p["ids"]),
+                         "tokens": list(p["ids"]) + c} for p, c in zip(chunk, conts)]
+            bar.update(len(chunk))
+            if len(pending) >= shard_rows:
+                write_shard(folder, pending, meta)
+                added, pending = added + len(pending), []
+    if pending:
+        write_shard(folder, pending, meta)
+        added += len(pending)
+    bar.close()
+    return added
 
 
 def with_cached(rows, path):

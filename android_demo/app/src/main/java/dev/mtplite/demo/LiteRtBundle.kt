@@ -24,7 +24,8 @@ import java.io.File
  * output) and to the drafter (input): the drafter reads the backbone's cache with zero copies, exactly as the Python
  * runtime (mtplite/runtime/litert.py) does.
  */
-class LiteRtBundle(dir: File, val man: Manifest, accelerator: Accelerator = Accelerator.CPU, withDrafter: Boolean = true,
+class LiteRtBundle(private val dir: File, val man: Manifest, private val accelerator: Accelerator = Accelerator.CPU,
+                   withDrafter: Boolean = true,
                    withContext: Boolean = true) :
     Backbone, Drafter, Embedder, AutoCloseable {
     private val env = Environment.create()
@@ -133,11 +134,12 @@ class LiteRtBundle(dir: File, val man: Manifest, accelerator: Accelerator = Acce
     private val ctx = man.context?.let { ContextSpace(it.spaceIds, v, it.maxIds) }
     private val ctxRows = HashMap<Int, Pair<FloatArray, FloatArray?>>()  // id -> (embedding row, layer-0 V row)
     private var ctxPicked: List<Pair<Int, Int>>? = null
-    private val ctxIo by lazy {
+    private val ctxIoLazy = lazy {
         val sig = man.context!!.signature
         Pair(sig.inputs.keys.filterNot { it.startsWith("kv_cache_") }.associateWith { drafterCtx!!.createInputBuffer(it, "mtp_drafter_ctx") },
             sig.outputs.keys.associateWith { drafterCtx!!.createOutputBuffer(it, "mtp_drafter_ctx") })
     }
+    private val ctxIo by ctxIoLazy
 
     /** As Bundle.context_space in Python: fill drafter_ctx's context inputs for a draft at [pos]. */
     private fun contextInputs(pos: Int, ins: Map<String, TensorBuffer>): List<Pair<Int, Int>> {
@@ -191,7 +193,11 @@ class LiteRtBundle(dir: File, val man: Manifest, accelerator: Accelerator = Acce
         }
     }
 
+    /** Native memory is freed here, not by the GC: every TensorBuffer, then the compiled models, then the environment. */
     override fun close() {
+        val pairs = io.values + (if (ctxIoLazy.isInitialized()) listOf(ctxIo) else emptyList())
+        (kv.values + pairs.flatMap { it.first.values + it.second.values }).forEach { it.close() }
+        io.clear()
         (listOf(embedder, backbone) + listOfNotNull(drafter, drafterCtx)).forEach { it.close() }
         env.close()
     }

@@ -4,6 +4,7 @@ import android.app.Activity
 import android.os.Bundle
 import android.os.Debug
 import android.util.Log
+import android.view.View
 import android.widget.Button
 import android.widget.CheckBox
 import android.widget.EditText
@@ -29,12 +30,16 @@ import kotlin.concurrent.thread
  */
 class MainActivity : Activity() {
     private val tag = "mtplite"
+    private var bundle: LiteRtBundle? = null
+
+    // findViewById is @Nullable in some SDK versions and a platform type in others: one explicit check either way
+    private fun <T : View> view(id: Int): T = checkNotNull(findViewById<T>(id)) { "activity_main.xml has no view $id" }
 
     override fun onCreate(savedInstanceState: Bundle?) {
         super.onCreate(savedInstanceState)
         setContentView(R.layout.activity_main)
         val dir = File(getExternalFilesDir(null), "bundle")
-        val stats = findViewById<TextView>(R.id.stats)
+        val stats = view<TextView>(R.id.stats)
         val manifest = try { parseManifest(File(dir, "manifest.json").readText(), "manifest.json") } catch (e: Exception) {
             stats.text = "No valid bundle in $dir: ${e.message}\nadb push OUT/android $dir"
             return
@@ -46,13 +51,13 @@ class MainActivity : Activity() {
             return
         }
         val vocab = Vocab.fromTokenizerJson(File(dir, manifest.files.getValue("tokenizer")).readText())
-        val bundle = LiteRtBundle(dir, manifest)
+        val bundle = LiteRtBundle(dir, manifest).also { bundle = it }
         bundle.gate = GatedDraft(manifest.minProb)  // the head drafts only while it is sure (0 = always)
-        findViewById<Button>(R.id.run).setOnClickListener {
-            val text = findViewById<EditText>(R.id.prompt).text.toString()
+        view<Button>(R.id.run).setOnClickListener {
+            val text = view<EditText>(R.id.prompt).text.toString()
             // the calibrated setting wins: `mtplite calibrate` may have switched MTP off for this device class
-            val mtp = findViewById<CheckBox>(R.id.mtp).isChecked && manifest.settingsK != "off"
-            val output = findViewById<TextView>(R.id.output)
+            val mtp = view<CheckBox>(R.id.mtp).isChecked && manifest.settingsK != "off"
+            val output = view<TextView>(R.id.output)
             output.text = ""
             thread {
                 bundle.reset()
@@ -82,6 +87,12 @@ class MainActivity : Activity() {
         }
     }
 
+    override fun onDestroy() {
+        bundle?.close()
+        bundle = null
+        super.onDestroy()
+    }
+
     private fun pss(): Long = Debug.MemoryInfo().also { Debug.getMemoryInfo(it) }.totalPss * 1024L
 
     private fun runBench(dir: File, man: dev.mtplite.core.Manifest, out: File, maxNew: Int) {
@@ -96,26 +107,28 @@ class MainActivity : Activity() {
             for (mode in modes) {
                 val spec = mode != "plain"
                 val before = pss()
-                val b = LiteRtBundle(dir, man, withDrafter = spec, withContext = "+ctx" in mode)
-                b.gate = GatedDraft(if (mode.endsWith("+gate")) man.minProb else 0.0)
-                b.useContext = "+ctx" in mode
-                val after = pss()
-                val wbytes = weights.getValue("backbone") + weights.getValue("embedder") +
-                    (if (spec) weights.getValue("drafter") else 0L) +
-                    (if ("+ctx" in mode) File(dir, man.context!!.file).length() else 0L)
-                for (p in prompts) {
-                    b.reset()
-                    val ids = (p["ids"] as List<*>).map { (it as Long).toInt() }.toIntArray()
-                    val hybrid = if (mode.startsWith("hybrid")) HybridDrafter(ids, b, man.hybridMinNgram("+ctx" in mode)) else null
-                    val g = generate(ids, b, hybrid ?: b, if (spec) man.k else 0, maxNew, man.eosIds.toSet(),
-                        man.cacheLength, onToken = hybrid?.let { h -> h::record })
-                    val rt = Runtime.getRuntime()
-                    val mem = Memory(rt.totalMemory() - rt.freeMemory(), Debug.getNativeHeapAllocatedSize(), before, after,
-                        wbytes, b.kvBytes, null)
-                    w.write(BenchRecord.from(device, mode, p["id"] as String, p["task"] as String, g, mem))
-                    Log.i(tag, "$mode ${p["id"]}: ${g.tokens.size} tokens, accept ${g.acceptLength}")
+                // one mode's bundle at a time: `use` releases its native buffers before the next mode loads, even
+                // when a prompt throws
+                LiteRtBundle(dir, man, withDrafter = spec, withContext = "+ctx" in mode).use { b ->
+                    b.gate = GatedDraft(if (mode.endsWith("+gate")) man.minProb else 0.0)
+                    b.useContext = "+ctx" in mode
+                    val after = pss()
+                    val wbytes = weights.getValue("backbone") + weights.getValue("embedder") +
+                        (if (spec) weights.getValue("drafter") else 0L) +
+                        (if ("+ctx" in mode) File(dir, man.context!!.file).length() else 0L)
+                    for (p in prompts) {
+                        b.reset()
+                        val ids = (p["ids"] as List<*>).map { (it as Long).toInt() }.toIntArray()
+                        val hybrid = if (mode.startsWith("hybrid")) HybridDrafter(ids, b, man.hybridMinNgram("+ctx" in mode)) else null
+                        val g = generate(ids, b, hybrid ?: b, if (spec) man.k else 0, maxNew, man.eosIds.toSet(),
+                            man.cacheLength, onToken = hybrid?.let { h -> h::record })
+                        val rt = Runtime.getRuntime()
+                        val mem = Memory(rt.totalMemory() - rt.freeMemory(), Debug.getNativeHeapAllocatedSize(), before, after,
+                            wbytes, b.kvBytes, null)
+                        w.write(BenchRecord.from(device, mode, p["id"] as String, p["task"] as String, g, mem))
+                        Log.i(tag, "$mode ${p["id"]}: ${g.tokens.size} tokens, accept ${g.acceptLength}")
+                    }
                 }
-                b.close()
             }
         }
         Log.i(tag, "bench written to $out")

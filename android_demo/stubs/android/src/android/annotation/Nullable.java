@@ -1,0 +1,6 @@
+// Signature-only stub transcribed from the Android API level 35 public signature file (android.txt): only the
+// members the demo app uses, with the nullability android.txt gives them. Compile-time type-checking only.
+package android.annotation;
+import java.lang.annotation.*;
+@Retention(RetentionPolicy.CLASS) @Target({ElementType.METHOD, ElementType.PARAMETER, ElementType.FIELD})
+public @interface Nullable {}

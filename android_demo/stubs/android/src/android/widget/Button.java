@@ -1,0 +1,6 @@
+// Signature-only stub transcribed from the Android API level 35 public signature file (android.txt): only the
+// members the demo app uses, with the nullability android.txt gives them. Compile-time type-checking only.
+package android.widget;
+public class Button extends android.widget.TextView {
+    public Button(android.content.Context context) { super(null); throw new RuntimeException("Stub!"); }
+}

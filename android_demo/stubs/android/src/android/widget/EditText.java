@@ -1,0 +1,7 @@
+// Signature-only stub transcribed from the Android API level 35 public signature file (android.txt): only the
+// members the demo app uses, with the nullability android.txt gives them. Compile-time type-checking only.
+package android.widget;
+public class EditText extends android.widget.TextView {
+    public EditText(android.content.Context context) { super(null); throw new RuntimeException("Stub!"); }
+    public android.text.Editable getText() { throw new RuntimeException("Stub!"); }
+}
