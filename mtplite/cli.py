@@ -104,6 +104,21 @@ def _train(a, bb, t0, dtype):
     tag = "" if not tq else "-q-" + "-".join(f"{g}{r}" for g, r in sorted(tq.items()))
     data = cache_dir() / "distill" / f"{bb.fingerprint}-n{a.max_new}{tag}.jsonl"
     data.parent.mkdir(parents=True, exist_ok=True)
+    corpus = None
+    if a.data:  # committed corpora replace this run's distillation; checked against the backbone first
+        from mtplite.data.corpus import check_corpus, load_corpus
+
+        if tq:
+            raise UserError("--data with --target-quant: a corpus holds the float backbone's greedy tokens, not the "
+                            "quantized one's; drop --data to distil against the quantized backbone")
+        extra = [f for f, v in (("--echo", a.echo), ("--fix", a.fix), ("--programs", a.programs)) if v]
+        if extra:
+            raise UserError(f"{extra[0]} distils new prompts, and --data trains on the corpus alone; distil them into "
+                            "the corpus first (mtplite distill) or drop --data")
+        corpus, metas = load_corpus(a.data)
+        if not corpus:
+            raise UserError(f"{' '.join(a.data)}: no corpus rows (shard-*.npz) found")
+        check_corpus(bb, corpus, metas)
     # --data-share of the budget at most for new data; what is already cached is free
     bb.model.to(dtype)
     if tq:  # the in-memory copy only; the backbone on disk and its fingerprint stay the float ones
@@ -119,9 +134,12 @@ def _train(a, bb, t0, dtype):
         if a.blocks is not None and a.blocks < init.c.num_blocks:
             raise UserError(f"--blocks {a.blocks}: {a.init_head} has {init.c.num_blocks} blocks; a fine-tune can add "
                             f"blocks, not remove them (omit --blocks to keep them)")
-    rows = distill_with_echo(bb, prompts, data, echo=a.echo, fix=a.fix, seed=a.seed, max_new=a.max_new,
-                             batch=a.distill_batch or distill_batch(bb), dtype=dtype,
-                             budget_s=budget * a.data_share if budget else None)
+    if corpus is not None:
+        rows = corpus
+    else:
+        rows = distill_with_echo(bb, prompts, data, echo=a.echo, fix=a.fix, seed=a.seed, max_new=a.max_new,
+                                 batch=a.distill_batch or distill_batch(bb), dtype=dtype,
+                                 budget_s=budget * a.data_share if budget else None)
     if a.all_cached:
         rows = with_cached(rows, data)
     train_rows, val_rows = split_rows(rows, holdout=0.1, seed=a.seed, held=held)
@@ -145,7 +163,7 @@ def _train(a, bb, t0, dtype):
         n_tok = sum(len(r["tokens"]) - r["prompt_len"] for r in train_rows)
         meta = {"backbone": a.backbone, "backbone_fingerprint": bb.fingerprint, "seed": a.seed, "split": SPLIT,
                 "val_templates": sorted({r.get("template") or template_of(r["id"]) for r in val_rows}),
-                "target_quant": tq, "init_head": a.init_head, "all_cached": a.all_cached, "kd": a.kd,
+                "target_quant": tq, "init_head": a.init_head, "all_cached": a.all_cached, "data": a.data, "kd": a.kd,
                 "feat_loss": a.feat_loss,
                 "train_sequences": len(train_rows), "train_generated_tokens": n_tok, "val_sequences": len(val_rows),
                 **info}
@@ -282,6 +300,8 @@ def main(argv=None):
     t.add_argument("--all-cached", action="store_true",
                    help="also train on every row already distilled for this backbone, --max-new and --target-quant "
                         "(earlier runs' prompts), not only this run's")
+    t.add_argument("--data", nargs="+", metavar="PATH",
+                   help="train on these distillation corpora (e.g. corpora/smollm2-135m) instead of distilling now")
     t.add_argument("--max-new", type=int, default=64, help="greedy tokens per prompt")
     t.add_argument("--epochs", type=int, default=4)
     t.add_argument("--batch", type=int, default=8, help="training sequences per step")
@@ -341,7 +361,8 @@ def main(argv=None):
     import importlib
     import importlib.util
 
-    for mod in ("mtplite.export.cli", "mtplite.runtime.cli", "mtplite.runtime.report", "mtplite.runtime.soak",
+    for mod in ("mtplite.train.corpus_cli", "mtplite.export.cli", "mtplite.runtime.cli", "mtplite.runtime.report",
+                "mtplite.runtime.soak",
                 "mtplite.quantize.quantize", "mtplite.quantize.report",
                 "mtplite.quickstart"):
         if importlib.util.find_spec(mod) is not None:

@@ -31,3 +31,9 @@ def atomic_path(final):
 def write_text_atomic(final, text):
     with atomic_path(final) as tmp:
         Path(tmp).write_text(text)
+
+
+def repo_corpus(backbone_spec) -> Path:
+    """The committed distillation corpus for a packaged backbone (corpora/<spec> beside the package), where the
+    checkout has one."""
+    return Path(__file__).resolve().parents[1] / "corpora" / backbone_spec.replace(":", "-").replace("/", "_")

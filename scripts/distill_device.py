@@ -13,19 +13,16 @@ tokenizer files (Gemma's is 33 MB) or the same transformers version's GGUF token
 import argparse
 import gzip
 import json
-import random
 import sys
 import time
 
 
 def prepare(a):
-    from mtplite.data import program_prompts, training_prompts
     from mtplite.model.load import load_backbone
-    from mtplite.train.distill import format_prompt
+    from mtplite.train.distill import corpus_items
 
     bb = load_backbone(a.backbone)
-    items = [{"id": p["id"], "task": p["task"], "template": p.get("template"), "ids": format_prompt(bb, p["prompt"])}
-             for p in program_prompts() + training_prompts()]
+    items = corpus_items(bb)  # already in the order distill runs them
     job = {"backbone": a.backbone, "backbone_fingerprint": bb.fingerprint, "eos_ids": bb.eos_ids,
            "prompt_format": "chat" if bb.chat else "plain", "items": items}
     with gzip.open(a.out, "wt") as f:
@@ -61,9 +58,7 @@ def run(a):
     numerics = f"float32 {dev.type}" + (f" ({torch.cuda.get_device_name()}, no TF32)" if dev.type == "cuda" else "")
     meta = {"backbone": job["backbone"], "backbone_fingerprint": fp, "numerics": numerics,
             "settings": {"prompt_format": job["prompt_format"], "torch": torch.__version__}}
-    items = list(job["items"])
-    random.Random(0).shuffle(items)  # code and prose prompts interleaved, so a run cut short covers every task
-    items = items[: a.limit] if a.limit else items
+    items = job["items"][: a.limit] if a.limit else job["items"]
     t1 = time.time()
     with dev:
         n = distill_corpus(dec, items, a.corpus, meta, a.max_new, job["eos_ids"], batch=a.batch,

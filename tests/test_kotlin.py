@@ -229,9 +229,9 @@ def _r_class(out):
     return src
 
 
-def _compile_app(tmp_path, kotlinc, extra=()):
-    """kotlinc over the app and the core against the Android API stubs (javac) and the LiteRT stub (its own module,
-    so its internal members stay hidden as in the real AAR). Returns kotlinc's result."""
+def _stubs(tmp_path, kotlinc):
+    """The Android API stubs (javac) and the LiteRT stub (kotlinc, its own module, so its internal members stay hidden
+    as in the real AAR) -> their class paths."""
     android = tmp_path / "android-classes"
     r = subprocess.run(["javac", "-d", str(android), "-nowarn", *map(str, (STUBS / "android").rglob("*.java")),
                         str(_r_class(tmp_path / "r-src"))], capture_output=True, text=True, timeout=300)
@@ -241,23 +241,27 @@ def _compile_app(tmp_path, kotlinc, extra=()):
                         "-cp", str(android), *map(str, (STUBS / "litert").rglob("*.kt"))],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
-    srcs = [*map(str, (APP / "java").rglob("*.kt")), *map(str, (CORE / "main").rglob("*.kt")), *map(str, extra)]
-    return subprocess.run([str(kotlinc), "-d", str(tmp_path / "app.jar"), "-module-name", "app", "-jvm-target", "17",
-                           "-cp", f"{android}:{litert}", *srcs], capture_output=True, text=True, timeout=600)
+    return f"{android}:{litert}"
+
+
+def _kotlinc_app(kotlinc, cp, srcs, out):
+    return subprocess.run([str(kotlinc), "-d", str(out), "-module-name", "app", "-jvm-target", "17", "-cp", cp,
+                           *map(str, srcs)], capture_output=True, text=True, timeout=600)
 
 
 def test_android_app_typechecks(tmp_path):
-    """The app module compiles against the API it targets (Android 35, LiteRT as pinned), not only its JVM core."""
+    """The app module compiles, with the core, against the API it targets (Android 35, LiteRT as pinned)."""
     import time
 
     kotlinc = toolchain.kotlinc()
     t0 = time.time()
-    r = _compile_app(tmp_path, kotlinc)
+    cp = _stubs(tmp_path, kotlinc)
+    r = _kotlinc_app(kotlinc, cp, [*(APP / "java").rglob("*.kt"), *(CORE / "main").rglob("*.kt")], tmp_path / "app.jar")
     errors = [l for l in r.stderr.splitlines() if "error:" in l]
     print(f"app type-check: {time.time() - t0:.0f} s, {len(errors)} errors")
     assert r.returncode == 0 and not errors, "\n".join(errors) or r.stderr[-3000:]
     # the stubs hide what the AAR hides: an app reaching for an internal constructor does not compile
     bad = tmp_path / "Bad.kt"
     bad.write_text("package dev.mtplite.demo\nfun leak() = com.google.ai.edge.litert.TensorBuffer(0L)\n")
-    r = _compile_app(tmp_path / "bad", kotlinc, extra=[bad])
+    r = _kotlinc_app(kotlinc, cp, [bad], tmp_path / "bad.jar")
     assert r.returncode != 0 and "TensorBuffer" in r.stderr, r.stderr[-2000:]

@@ -123,6 +123,19 @@ def distill(backbone, prompts, out_path, max_new=64, batch=8, dtype=torch.float3
             for p in prompts if p["id"] in done]
 
 
+def corpus_items(backbone):
+    """Every training prompt (the topic corpus and the program requests) tokenized as the backbone is deployed, in a
+    fixed shuffled order, so a run cut short has covered every task and later runs continue where it stopped."""
+    import random
+
+    from mtplite.data import program_prompts, training_prompts
+
+    items = [{"id": p["id"], "task": p["task"], "template": p.get("template"), "ids": format_prompt(backbone, p["prompt"])}
+             for p in program_prompts() + training_prompts()]
+    random.Random(0).shuffle(items)
+    return items
+
+
 def distill_corpus(dec, items, folder, meta, max_new, eos_ids, batch=64, dtype=torch.float32, budget_s=None,
                    shard_rows=2048, progress=True):
     """Greedy continuations of pre-tokenized prompts ({id, task, template, ids}) added to a corpus folder

@@ -33,6 +33,10 @@ def shard_paths(path):
 
 def read_shard(path):
     """(meta, rows) of one shard; rows are {id, task, template, prompt_len, tokens}."""
+    import zipfile
+
+    if not zipfile.is_zipfile(path):
+        raise UserError(f"{path}: not a corpus shard (an .npz archive); delete it or restore it from git")
     try:
         with np.load(path, allow_pickle=False) as z:
             meta = json.loads(bytes(z["meta"]).decode())
