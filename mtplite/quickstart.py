@@ -46,9 +46,10 @@ def cmd_quickstart(a):
 
     def lap(name, since):
         steps[name] = round(time.time() - since, 1)
+        log(f"{name}: {steps[name] / 60:.1f} min ({(time.time() - t0) / 60:.1f} min so far)")
         return time.time()
 
-    log(f"loading backbone {a.backbone}")
+    log(f"loading backbone {a.backbone} (about a minute)")
     bb = load_backbone(a.backbone)
     follow = check_follow(a.copy_follow, bb.model.c.hidden_size, a.copy_heads)
     copy_vocab = check_copy_vocab(a.copy_vocab, bb.model.c.vocab_size, a.copy_heads, a.draft_vocab)
@@ -62,6 +63,12 @@ def cmd_quickstart(a):
             log("head already trained: reusing it (delete the dir to retrain)")
         except UserError as e:
             log(f"cached head unusable ({e}); retraining")
+    corpus = committed_corpus(bb) if head is None else []
+    share = 0.2 if corpus else 0.55  # of the budget for new greedy data: a committed corpus leaves it to training
+    bundle = root / f"bundle-{a.quant}"
+    for line in plan(budget, share, corpus, head is not None, (bundle / "android" / "manifest.json").exists(),
+                     quick, a.quant):
+        log(line)
     if head is None:
         dev = pick_device(a.device)
         # real backbones (Gemma 262k, SmolLM2 49k vocab) distil 1.7-3x faster in bf16 where the hardware has it
@@ -72,12 +79,16 @@ def cmd_quickstart(a):
         work = dataclasses.replace(bb, model=copy.deepcopy(bb.model).to(dtype)) if bf16 else bb
         data = cache_dir() / "distill" / f"{bb.fingerprint}-n{a.max_new}.jsonl"
         data.parent.mkdir(parents=True, exist_ok=True)
-        prompts = training_prompts(limit=300 if quick else None)
+        have = {r["id"] for r in corpus}
+        prompts = [p for p in training_prompts(limit=300 if quick else None) if p["id"] not in have]
         work.model.to(dev)
         with dev:  # as in `mtplite train`: every tensor distill/train create lands on dev
-            rows = distill_with_echo(work, prompts, data, echo=a.echo, max_new=a.max_new, batch=distill_batch(bb),
-                                     dtype=dtype, budget_s=budget * 60 * 0.55)
+            rows = corpus + distill_with_echo(work, prompts, data, echo=a.echo, max_new=a.max_new,
+                                              batch=distill_batch(bb), dtype=dtype, budget_s=budget * 60 * share)
             t = lap("distill", t)
+            log(f"training data: {len(rows)} rows ({len(corpus)} from the committed corpus), "
+                f"{sum(len(r['tokens']) - r['prompt_len'] for r in rows)} generated tokens; training the head for up "
+                f"to {max(budget * 60 - (time.time() - t0), 30) / 60:.0f} min")
             tr, va = split_rows(rows)
             left = budget * 60 - (time.time() - t0)
             head, info = train_head(work, tr, K=a.k, draft_vocab_size=a.draft_vocab, epochs=6, batch=8, lr=1e-3,
@@ -89,6 +100,7 @@ def cmd_quickstart(a):
         t = lap("train", t)
         n_tok = sum(len(r["tokens"]) - r["prompt_len"] for r in tr)
         doc = {"backbone": a.backbone, "backbone_fingerprint": bb.fingerprint, "train_generated_tokens": n_tok,
+               "corpus_rows": len(corpus),
                "split": SPLIT, "val_templates": sorted({r["template"] for r in va}),
                "train_sequences": len(tr), "val_sequences": len(va), **info}
         save_head(head, head_dir, doc)
@@ -103,7 +115,6 @@ def cmd_quickstart(a):
                               budget_s=a.standalone_minutes * 60)
         save_standalone(sd, head_dir, bb.fingerprint)
         t = lap("standalone", t)
-    bundle = root / f"bundle-{a.quant}"
     man_path = bundle / "android" / "manifest.json"
     fresh = False
     if man_path.exists():
@@ -111,7 +122,7 @@ def cmd_quickstart(a):
         if man.get("backbone_fingerprint") != bb.fingerprint or man.get("head_fingerprint") is None:
             man_path.unlink()
     if not man_path.exists():
-        log(f"exporting ({a.quant}) to {bundle}")
+        log(f"exporting ({a.quant}) to {bundle} (expect ~{STAGE_MIN['export']} min)")
         from mtplite.export.export import load_standalone
 
         export(bb, head, doc, bundle, cache_len=a.cache_length, prefill_lengths=(32, 128), quant=_quant(a.quant),
@@ -126,12 +137,12 @@ def cmd_quickstart(a):
         prompts = prompts[::3]
     man = json.loads(man_path.read_text())
     if fresh or (man.get("settings") or {}).get("source") != "mtplite calibrate":
-        log("calibrating K on this device")
+        log(f"calibrating K on this device (expect ~{STAGE_MIN['calibrate']} min)")
         s = calibrate(bundle, None, threads=a.threads, n=6 if quick else 12)
         log(f"calibrate: settings.K={s['K']} ({s['reason']})")
         t = lap("calibrate", t)
     log(f"benchmarking {len(prompts)} prompts: plain / MTP / prompt lookup / hybrid"
-        + ("" if quick else " / official engine"))
+        + ("" if quick else " / official engine") + f" (expect ~{STAGE_MIN['bench'] // (3 if quick else 1)} min)")
     res = bench(bundle, prompts, max_new=32 if quick else a.max_new_tokens, threads=a.threads, engine=not quick)
     lap("bench", t)
     res["quickstart"] = {"steps_s": steps, "total_s": round(time.time() - t0, 1), "budget_minutes": budget,
@@ -148,6 +159,46 @@ def cmd_quickstart(a):
           + closing(res, settings, a.threads, bundle, root))
 
 
+# minutes each later stage took in a fresh Gemma 3 270M quickstart on the 2-core CI machine (notes/PERF.md)
+STAGE_MIN = {"export": 6, "calibrate": 3, "bench": 10}
+
+
+def committed_corpus(bb):
+    """The repo's corpus rows for this backbone (corpora/<spec>), checked against it; [] when there is none or it
+    belongs to other weights (then quickstart distils afresh, as before corpora existed)."""
+    from mtplite.data.corpus import check_corpus, load_corpus
+    from mtplite.paths import repo_corpus
+
+    path = repo_corpus(bb.spec)
+    if not path.is_dir():
+        return []
+    rows, metas = load_corpus([path])
+    if not rows:
+        return []
+    if metas[0]["backbone_fingerprint"] != bb.fingerprint:
+        log(f"{path} was distilled from backbone {metas[0]['backbone_fingerprint']}, this one is {bb.fingerprint}: "
+            "not using it")
+        return []
+    check_corpus(bb, rows, metas)
+    return rows
+
+
+def plan(budget, share, corpus, have_head, have_bundle, quick, quant):
+    """What quickstart will do and roughly how long each stage takes, printed before the long stages start."""
+    tokens = sum(len(r["tokens"]) - r["prompt_len"] for r in corpus)
+    data = (f"the committed corpus ({len(corpus)} rows, {tokens} generated tokens) + new greedy rows for up to "
+            f"{budget * share:.0f} min" if corpus else f"self-distil greedy rows for up to {budget * share:.0f} min")
+    bench = STAGE_MIN["bench"] // (3 if quick else 1)
+    stages = [("training data", "reuse the trained head" if have_head else data),
+              ("train head", "skipped (head reused)" if have_head else f"the rest of the {budget:g}-min budget"),
+              (f"export {quant}", "skipped (bundle reused)" if have_bundle else f"~{STAGE_MIN['export']} min"),
+              ("calibrate", f"~{STAGE_MIN['calibrate']} min"),
+              ("bench", f"~{bench} min" + ("" if quick else " (with the official engine)"))]
+    total = (0 if have_head else budget) + (0 if have_bundle else STAGE_MIN["export"]) + STAGE_MIN["calibrate"] + bench
+    return ["plan (times measured on a 2-core CPU with Gemma 3 270M; smaller backbones are faster):"] + \
+        [f"  {i}. {name:<14} {what}" for i, (name, what) in enumerate(stages, 1)] + [f"  total about {total:.0f} min"]
+
+
 def closing(res, settings, threads, bundle, root):
     """The closing lines: each drafting mode's measured speedup, and which one `mtplite generate` uses by default
     (calibrate's choice): with a small head, prompt lookup alone can be the fastest, and the user must not read the
@@ -158,8 +209,11 @@ def closing(res, settings, threads, bundle, root):
     hy = "hybrid+gate/plain" if "hybrid+gate/plain" in r else "hybrid/plain"
     modes += [f"{name} {r[k]['all']:.2f}x" for k, name in ((hy, "hybrid (lookup + head)"),
                                                            ("lookup/plain", "prompt lookup alone")) if k in r]
-    default = (f"  `mtplite generate` drafts with {settings['draft']} by default; calibrate: {settings.get('reason', '')}\n"
-               if settings.get("draft") else "")
+    named = {"mtp": "the MTP head", "hybrid": "hybrid (prompt lookup, the head where lookup finds nothing)",
+             "lookup": "prompt lookup alone (the head did not pay on this CPU)", "off": "no drafting (plain decoding)"}
+    default = (f"  `mtplite generate` drafts with {settings['draft']} by default: "
+               f"{named.get(settings['draft'], settings['draft'])}, because calibrate "
+               f"{settings.get('reason', 'chose it')}\n" if settings.get("draft") else "")
     return (f"  decode speedup vs plain (this CPU, {threads} threads): " + "; ".join(modes) + "\n" + default +
             f"  MTP adds {res['memory']['drafter_bytes'] / 1e6:.1f} MB of weights and 0 KV bytes\n"
             f"  bundle: {bundle / 'model.litertlm'} (LiteRT-LM), {bundle / 'android'} (Android demo)\n"

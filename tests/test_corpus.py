@@ -120,3 +120,24 @@ def test_committed_corpora_are_readable():
         assert info["backbone"] == f.name and info["rows"] == len(rows) > 0
         assert all(0 < r["prompt_len"] < len(r["tokens"]) for r in rows)
         assert all(m["settings"]["decoding"] == "greedy" for m in metas)
+
+
+def test_quickstart_trains_from_the_committed_corpus_of_its_backbone(tmp_path, monkeypatch, capsys):
+    """quickstart reads corpora/<backbone> when its fingerprint matches (and says so in its plan); a corpus of other
+    weights is not used."""
+    import mtplite.paths
+    from mtplite import quickstart
+    from mtplite.model.load import load_backbone
+    from mtplite.train.distill import distill_corpus
+
+    bb, other = load_backbone("tiny:llama"), load_backbone("tiny:qwen3")
+    distill_corpus(bb.model, _items(bb, 6), tmp_path / "tiny-llama", _meta(bb), 8, bb.eos_ids, progress=False)
+    monkeypatch.setattr(mtplite.paths, "repo_corpus", lambda spec: tmp_path / spec.replace(":", "-"))
+    rows = quickstart.committed_corpus(bb)
+    assert len(rows) == 6
+    (tmp_path / "tiny-qwen3").symlink_to(tmp_path / "tiny-llama")
+    assert quickstart.committed_corpus(other) == [] and "not using it" in capsys.readouterr().err
+    assert quickstart.committed_corpus(load_backbone("tiny:gemma3")) == []  # no corpus at all
+    text = "\n".join(quickstart.plan(45, 0.2, rows, False, False, False, "int8"))
+    assert "the committed corpus (6 rows" in text and "export int8" in text and "total about" in text
+    assert "head reused" in "\n".join(quickstart.plan(45, 0.2, [], True, True, False, "int8"))
