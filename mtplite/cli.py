@@ -56,11 +56,6 @@ def cmd_train(a):
     if a.blocks is not None and not 1 <= a.blocks <= 8:
         raise UserError(f"--blocks {a.blocks}: use 1-8 (1 is the default)")
     check_echo(a.echo)
-    check_echo(a.fix, "--fix")
-    if not 0 <= a.kd <= 1:
-        raise UserError(f"--kd {a.kd}: a share of the loss, 0 (greedy tokens only) to 1 (soft targets only)")
-    if a.feat_loss < 0:
-        raise UserError(f"--feat-loss {a.feat_loss}: a weight, 0 (off) or more")
     check_copy_heads(a.copy_heads)
     check_context(a.context)
     if a.programs < 0:
@@ -76,7 +71,7 @@ def cmd_train(a):
     a.copy_vocab = check_copy_vocab(a.copy_vocab, bb.model.c.vocab_size, a.copy_heads, a.draft_vocab)
     bb.model.to(dev)
     with dev:
-        _train(a, bb, t0, pick_dtype("bfloat16" if a.bf16 else a.dtype, bb, dev,
+        _train(a, bb, t0, pick_dtype(a.dtype, bb, dev,
                                      log=lambda s: print(f"mtplite: {s}", file=sys.stderr)))
 
 
@@ -111,7 +106,7 @@ def _train(a, bb, t0, dtype):
         if tq:
             raise UserError("--data with --target-quant: a corpus holds the float backbone's greedy tokens, not the "
                             "quantized one's; drop --data to distil against the quantized backbone")
-        extra = [f for f, v in (("--echo", a.echo), ("--fix", a.fix), ("--programs", a.programs)) if v]
+        extra = [f for f, v in (("--echo", a.echo), ("--programs", a.programs)) if v]
         if extra:
             raise UserError(f"{extra[0]} distils new prompts, and --data trains on the corpus alone; distil them into "
                             "the corpus first (mtplite distill) or drop --data")
@@ -137,7 +132,7 @@ def _train(a, bb, t0, dtype):
     if corpus is not None:
         rows = corpus
     else:
-        rows = distill_with_echo(bb, prompts, data, echo=a.echo, fix=a.fix, seed=a.seed, max_new=a.max_new,
+        rows = distill_with_echo(bb, prompts, data, echo=a.echo, seed=a.seed, max_new=a.max_new,
                                  batch=a.distill_batch or distill_batch(bb), dtype=dtype,
                                  budget_s=budget * a.data_share if budget else None)
     if a.all_cached:
@@ -157,14 +152,13 @@ def _train(a, bb, t0, dtype):
                                 copy_follow=a.copy_follow, copy_vocab=a.copy_vocab,
                                 epochs=a.epochs, batch=a.batch, lr=a.lr, budget_s=left, seed=a.seed, val_rows=val_rows,
                                 log=lambda s: print(s, file=sys.stderr), dtype=dtype, init_head=init,
-                                kd=a.kd, feat=a.feat_loss, context=a.context, copy_exact=a.copy_exact)
+                                context=a.context, copy_exact=a.copy_exact)
         bb.model.float()
         head.cpu()
         n_tok = sum(len(r["tokens"]) - r["prompt_len"] for r in train_rows)
         meta = {"backbone": a.backbone, "backbone_fingerprint": bb.fingerprint, "seed": a.seed, "split": SPLIT,
                 "val_templates": sorted({r.get("template") or template_of(r["id"]) for r in val_rows}),
-                "target_quant": tq, "init_head": a.init_head, "all_cached": a.all_cached, "data": a.data, "kd": a.kd,
-                "feat_loss": a.feat_loss,
+                "target_quant": tq, "init_head": a.init_head, "all_cached": a.all_cached, "data": a.data,
                 "train_sequences": len(train_rows), "train_generated_tokens": n_tok, "val_sequences": len(val_rows),
                 **info}
         save_head(head, a.out, meta)
@@ -292,9 +286,6 @@ def main(argv=None):
     t.add_argument("--prompts", type=int, default=None, help="limit the prompt corpus")
     t.add_argument("--echo", type=int, default=0,
                    help="also distill this many prompts framing the backbone's own continuations (varied styles)")
-    t.add_argument("--fix", type=int, default=0,
-                   help="also distill this many requests to correct the backbone's own sentences, damaged with grammar "
-                        "and spelling errors (mtplite.data.fix_prompts)")
     t.add_argument("--programs", type=int, default=0,
                    help="also distill this many requests for real programs (mtplite.data.program_prompts)")
     t.add_argument("--all-cached", action="store_true",
@@ -308,12 +299,6 @@ def main(argv=None):
     t.add_argument("--distill-batch", type=int, default=None,
                    help="greedy rows per self-distillation batch (default: 64 for vocabularies over 32k, else 16)")
     t.add_argument("--lr", type=float, default=1e-3)
-    t.add_argument("--kd", type=float, default=0.0,
-                   help="share of the loss on the backbone's own distribution over the draft vocabulary (soft "
-                        "targets), the rest on its greedy token; 0-1, default 0")
-    t.add_argument("--feat-loss", type=float, default=0.0,
-                   help="weight of a smooth-L1 loss pulling the carried activation to the backbone's own (EAGLE's "
-                        "feature regression); default 0")
     t.add_argument("--context", type=int, default=CONTEXT,
                    help="the head also drafts up to this many ids of the text outside its draft vocabulary (a copied "
                         "name or number); 0 = off; default 128")
@@ -326,7 +311,6 @@ def main(argv=None):
     t.add_argument("--dtype", default="auto",
                    help="auto (bf16 for real backbones where it is measured faster: CPUs with AVX512-BF16/AMX, CUDA; "
                         "float32 elsewhere, e.g. AVX2-only CPUs, which emulate bf16 matmuls 50-100x slower) | float32 | bfloat16")
-    t.add_argument("--bf16", action="store_true", help="same as --dtype bfloat16")
     t.add_argument("--standalone", action="store_true",
                    help="also train the standalone-drafter baseline (own embedding, layers, KV cache) on the same data")
     t.add_argument("--standalone-minutes", type=float, default=0)

@@ -7,7 +7,7 @@
 #   scripts/gemma_head_1m.sh
 set -euo pipefail
 E=$HOME/.cache/mtplite/experiments
-COMMON=(--backbone gemma3-270m --copy-heads 2 --max-new 96 --bf16 --data-share 0)
+COMMON=(--backbone gemma3-270m --copy-heads 2 --max-new 96 --dtype bfloat16 --data-share 0)
 # 1. data: 2,600 corpus prompts + 2,600 echo prompts (framing the first pass's own text), then 2,000 program requests
 #    and corpus prompts 2,600-7,999: 12,600 rows, ~1.21M generated tokens, one cache file per backbone fingerprint
 python - <<'PY'

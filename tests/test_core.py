@@ -190,24 +190,23 @@ def _one_line_error(rc, err):
 
 
 def test_train_echo_distills_framed_continuations_into_the_same_cache(tmp_path):
-    """--echo / --fix: more distillation passes over prompts built from the first pass's continuations (framed; damaged
-    for correction), cached with the rest (a rerun distills nothing new) and split by their own templates."""
+    """--echo: a second distillation pass over prompts framing the first pass's continuations, cached with the rest (a
+    rerun distills nothing new) and split by their own templates."""
     import json
 
     env = {"MTPLITE_CACHE": str(tmp_path / "cache")}
     args = ("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "h"), "--prompts", "24", "--echo", "12",
-            "--fix", "6", "--max-new", "12", "--epochs", "1", "--batch", "8", "--draft-vocab", "64")
+            "--max-new", "12", "--epochs", "1", "--batch", "8", "--draft-vocab", "64")
     rc, out, err = _cli(*args, env=env)
     assert rc == 0, err[-2000:]
     cache = next((tmp_path / "cache" / "distill").glob("*.jsonl"))
     ids = [json.loads(line)["id"] for line in cache.read_text().splitlines()]
-    from mtplite.data import FIX_KEY0, is_echo
+    from mtplite.data import is_echo
 
     echo = [i for i in ids if is_echo(i)]
-    fix = [i for i in echo if int(i.split("-")[2][1:3]) >= FIX_KEY0]
-    assert len(ids) == 42 and len(echo) == 18 and len(fix) == 6 and len(set(ids)) == 42
+    assert len(ids) == 36 and len(echo) == 12 and len(set(ids)) == 36
     doc = json.loads((tmp_path / "h" / "head.json").read_text())
-    assert doc["train_sequences"] + doc["val_sequences"] == 42
+    assert doc["train_sequences"] + doc["val_sequences"] == 36
     # --copy-exact auto (the default): the bonus is chosen on the held-out rows after training and drafts in the head
     sweep = doc["copy_exact_sweep"]
     assert doc["config"]["copy_exact"] == sweep["chosen"] and sweep["held_out_rows"] == doc["val_sequences"]
@@ -215,14 +214,14 @@ def test_train_echo_distills_framed_continuations_into_the_same_cache(tmp_path):
 
     assert len(held_out_rows(cache, **split_of(doc))) == doc["val_sequences"] > 0  # the split training made
     rc, out, err = _cli(*args, env=env)
-    assert rc == 0 and len(cache.read_text().splitlines()) == 42, err[-2000:]
-    # --all-cached: a run asking for 8 prompts trains on all 42 cached rows, split by the same templates; here it
+    assert rc == 0 and len(cache.read_text().splitlines()) == 36, err[-2000:]
+    # --all-cached: a run asking for 8 prompts trains on all 36 cached rows, split by the same templates; here it
     # also fine-tunes the head with a block added
-    rc, out, err = _cli(*args[:5], "--prompts", "8", *args[11:], "--all-cached", "--init-head", str(tmp_path / "h"),
+    rc, out, err = _cli(*args[:5], "--prompts", "8", *args[9:], "--all-cached", "--init-head", str(tmp_path / "h"),
                         "--blocks", "2", env=env)
-    assert rc == 0 and len(cache.read_text().splitlines()) == 42, err[-2000:]
+    assert rc == 0 and len(cache.read_text().splitlines()) == 36, err[-2000:]
     doc2 = json.loads((tmp_path / "h" / "head.json").read_text())
-    assert doc2["all_cached"] and doc2["train_sequences"] + doc2["val_sequences"] == 42
+    assert doc2["all_cached"] and doc2["train_sequences"] + doc2["val_sequences"] == 36
     assert doc2["config"]["num_blocks"] == 2 and doc["config"]["num_blocks"] == 1
     # scripts/tune_copy_exact.py scores bonuses on that head's held-out rows and writes the head with the best
     root = Path(__file__).resolve().parents[1] / "scripts"
@@ -261,8 +260,6 @@ def test_cli_bad_inputs(tmp_path):
     assert "--distill-batch 0" in msg
     msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), "--echo", "-1")[::2])
     assert "--echo -1" in msg
-    msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), "--fix", "-2")[::2])
-    assert "--fix -2" in msg
     msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), "--blocks", "0")[::2])
     assert "--blocks 0" in msg
     from mtplite.model.head import grow_blocks
@@ -288,7 +285,6 @@ def test_cli_bad_inputs(tmp_path):
                       (["--copy-follow", "2", "--copy-heads", "0"], "--copy-heads 1"),
                       (["--copy-vocab", "many"], "--copy-vocab many"), (["--copy-vocab", "999999999"], "up to"),
                       (["--copy-vocab", "8192", "--copy-heads", "0", "--copy-follow", "0"], "--copy-heads 1"),
-                      (["--kd", "1.5"], "--kd 1.5"), (["--feat-loss", "-1"], "--feat-loss -1"),
                       (["--copy-exact", "lots"], "--copy-exact lots"), (["--copy-exact", "99"], "0-64 nats"),
                       (["--copy-exact", "2", "--copy-heads", "0", "--copy-follow", "0"], "--copy-heads 1")):
         msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), *bad)[::2])
@@ -526,27 +522,6 @@ def test_training_prompts_share_no_framing_with_the_benchmark_prompts():
     assert all(template_of(r["id"]) == r["template"] for r in echo)
     assert echo_prompts(content, 50, seed=1) == echo[:50]  # deterministic: a cached id names one prompt
     assert echo_texts(["def f(x):\n    return x == 1", "ok", "Fine. " + "word " * 80]) == []
-    # correction prompts: every one carries an error its instruction asks to fix, framed apart from the benchmark
-    from mtplite.data import fix_prompts
-
-    fix = fix_prompts(content, 1000, seed=1)
-    assert len(fix) == 1000 and len({r["id"] for r in fix}) == 1000 and not {r["id"] for r in fix} & {r["id"] for r in echo}
-    clash = [r["prompt"] for r in fix if opening(r["prompt"]) in openings or last_line(r["prompt"]) in endings]
-    assert not clash, clash[:3]
-    assert all(template_of(r["id"]) == r["template"] for r in fix)
-    assert not {r["template"] for r in fix} & {r["template"] for r in echo}
-    assert fix_prompts(content, 50, seed=1) == fix[:50]
-    clean = {s.lower() for s in content}
-    assert not any(any(s in r["prompt"].lower() for s in clean) for r in fix)  # the text is always damaged
-    assert fix_prompts(["No rule applies to this text at all."], 5) == []
-    # content as well as framing: no error the damage writes is one a benchmark prompt holds ("buyed", "recieved")
-    # unless it is also a real word the lists correct from ("there")
-    import re
-
-    from mtplite.data import MISSPELL, PAST
-
-    words = set(re.findall(r"[\w']+", " ".join(bench).lower()))
-    assert {b.lower() for _, b in PAST + MISSPELL} & words <= {a.lower() for a, _ in PAST + MISSPELL}
     # requests for real programs: none opens or ends like a benchmark prompt, none asks for a benchmark code task
     from mtplite.data import program_prompts
 
@@ -944,46 +919,6 @@ def test_follow_head_refuses_a_backbone_whose_activation_reads_as_a_step_flag():
     f["act"][..., -1] = FLAG
     with pytest.raises(UserError, match="--copy-follow 0"):
         rollout_loss(head, f, 2)
-
-
-def test_soft_targets_and_feature_regression_aim_at_the_backbones_own_position():
-    """kd's soft targets are the backbone's distribution at the position whose greedy token is the step's label, and
-    feat pulls the carried activation to the backbone's activation there: a fake head that outputs exactly those
-    has the least loss (Gibbs: soft CE is smallest at the teacher's own logits), one position off does not."""
-    from mtplite.train.train import features, rollout_loss, teacher_rows
-
-    bb, head, rows, *_ = trained("tiny:llama")  # its draft space has copy-only ids beyond the draft vocabulary
-    f = features(bb, rows[:4], head.kv_layers)
-    w, cap = teacher_rows(head, bb)
-    full = bb.model.logits(f["act"])[..., head.draft_ids_t[: head.c.draft_vocab_size]]
-    assert torch.allclose(f["act"] @ w.t(), full, atol=1e-4)  # the draft vocabulary's columns of the LM head
-    L, K = f["tokens"].shape[1], 3
-
-    def fake(off=0, temp=1.0, noise=0.0):
-        k = []
-
-        def step(x2, pos, mask, kv, ctx=None):
-            idx = (torch.arange(1, L) + len(k) + off).clamp(0, L - 1)
-            k.append(1)
-            t = bb.model.logits(f["act"][:, idx])[..., head.draft_ids_t[: head.c.draft_vocab_size]] / temp
-            t = t + noise * torch.randn(t.shape, generator=torch.Generator().manual_seed(0))
-            pad = torch.full((*t.shape[:-1], head.space - t.shape[-1]), -1e4)
-            return torch.cat([t, pad], -1), f["act"][:, idx]
-        return step
-
-    def loss(step, **kw):
-        real, head.step = head.step, step
-        try:
-            total, count, _ = rollout_loss(head, f, K, teacher=(w, cap), **kw)
-        finally:
-            head.step = real
-        return float(total) / count
-
-    best = loss(fake(), kd=1.0)
-    for worse in (fake(off=-1), fake(off=1), fake(temp=0.5), fake(temp=2.0), fake(noise=1.0)):
-        assert loss(worse, kd=1.0) > best + 1e-4
-    assert loss(fake(), feat=1.0) == pytest.approx(loss(fake()), abs=1e-6)  # the carry is the backbone's own
-    assert loss(fake(off=-1), feat=1.0) > loss(fake(off=-1)) + 1e-3
 
 
 def test_context_space_sees_only_the_cached_text():

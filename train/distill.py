@@ -197,29 +197,24 @@ def check_echo(n, flag="--echo"):
         raise UserError(f"{flag} {n}: a number of prompts, 0 or more")
 
 
-def distill_with_echo(backbone, prompts, out_path, echo=0, seed=0, budget_s=None, fix=0, **kw):
+def distill_with_echo(backbone, prompts, out_path, echo=0, seed=0, budget_s=None, **kw):
     """distill(prompts), then, with echo > 0, a second pass over `echo` prompts framing the first pass's continuations
-    (mtplite.data.echo_prompts: the backbone's own text in styles the corpus's templates lack), and with fix > 0 over
-    `fix` prompts asking to correct them damaged with grammar and spelling errors (mtplite.data.fix_prompts), into
-    the same cache. One budget for all passes, shared by prompt count (a pass's leftover goes to the next); 0 distills
+    (mtplite.data.echo_prompts: the backbone's own text in styles the corpus's templates lack), into the same cache.
+    One budget for both passes, shared by prompt count (the first pass's leftover goes to the second); 0 distills
     nothing new."""
     import time
 
-    from mtplite.data import echo_prompts, echo_texts, fix_prompts
+    from mtplite.data import echo_prompts, echo_texts
 
     t0 = time.time()
-    n = len(prompts) + echo + fix
+    n = len(prompts) + echo
 
     def left(share):
         return None if budget_s is None else max(0.0, budget_s * share - (time.time() - t0))
 
     rows = distill(backbone, prompts, out_path, budget_s=left(len(prompts) / n) if prompts else budget_s, **kw)
-    if echo or fix:
+    if echo:
         texts = echo_texts(backbone.tokenizer.decode(r["tokens"][r["prompt_len"]:], skip_special_tokens=True)
                            for r in sorted(rows, key=lambda r: r["id"]) if r["task"] != "code")
-    if echo:
-        rows += distill(backbone, echo_prompts(texts, echo, seed=seed), out_path,
-                        budget_s=left((len(prompts) + echo) / n), **kw)
-    if fix:
-        rows += distill(backbone, fix_prompts(texts, fix, seed=seed), out_path, budget_s=left(1.0), **kw)
+        rows += distill(backbone, echo_prompts(texts, echo, seed=seed), out_path, budget_s=left(1.0), **kw)
     return rows

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from mtplite.model.decoder import NEG_INF, causal_mask, softcap
+from mtplite.model.decoder import NEG_INF, causal_mask
 from mtplite.model.head import (FLAG, MTPHead, default_copy_vocab, default_follow, grow_blocks, head_config, token_rows,
                                 with_copy_exact)
 from mtplite.train.distill import key_mask, pad_batch
@@ -155,29 +155,19 @@ def unpack(f):
 class Rollout(torch.nn.Module):
     """The K-step training rollout as one module call, so DistributedDataParallel sees one forward per step."""
 
-    def __init__(self, head, K, teacher=None, kd=0.0, feat=0.0):
+    def __init__(self, head, K):
         super().__init__()
-        self.head, self.K, self.teacher, self.kd, self.feat = head, K, teacher, kd, feat
+        self.head, self.K = head, K
 
     def forward(self, f):
-        return rollout_loss(self.head, f, self.K, teacher=self.teacher, kd=self.kd, feat=self.feat)
+        return rollout_loss(self.head, f, self.K)
 
 
-def teacher_rows(head, backbone):
-    """(the backbone's LM-head rows of the head's draft vocabulary [N,H], its final softcap): the backbone's own
-    logits over the draft vocabulary from an activation, ~1.6% of its LM head on Gemma's 262k ids."""
-    w = backbone.model.lm_head.weight[head.draft_ids_t[: head.c.draft_vocab_size]].detach().float().clone()
-    return w, backbone.model.c.final_softcap
-
-
-def rollout_loss(head, f, K, teacher=None, kd=0.0, feat=0.0):
+def rollout_loss(head, f, K):
     """Sum of the loss over valid (anchor, step) pairs, their count, and per-anchor accepted-run lengths.
 
-    The loss is CE on the backbone's greedy token; with kd > 0, (1 - kd) of it and kd of the CE against the backbone's
-    own distribution over the draft vocabulary (teacher = teacher_rows: soft targets, computed here from the
-    activation features() already holds); with feat > 0, plus feat x the smooth-L1 distance of the carried activation
-    to the backbone's activation at the same position (EAGLE's feature regression: a carried state that stays close
-    to what the backbone would hand over keeps later draft steps like the first)."""
+    The loss is CE on the backbone's greedy token (soft targets and feature regression were tried and did not pay:
+    notes/PERF.md, session 16)."""
     toks, ok, act, y, emb = f["tokens"], f["ok"], f["act"], f["labels"], f["emb"]
     top = float(act[..., -1].abs().max()) if head.slot else 0.0
     if top >= FLAG / 2:
@@ -211,16 +201,7 @@ def rollout_loss(head, f, K, teacher=None, kd=0.0, feat=0.0):
             tgt = torch.where(hit.any(-1), head.space + hit.float().argmax(-1), tgt)
         m = valid & (yk >= 0) & (tgt < d.shape[-1])
         if m.any():
-            ce = F.cross_entropy(d[m], tgt[m], reduction="sum")
-            if kd:
-                w, cap = teacher
-                t = softcap(act[:, idx][m] @ w.t(), cap)
-                soft = -(torch.softmax(t, -1) * torch.log_softmax(d[m], -1)[:, : w.shape[0]]).sum()
-                ce = (1 - kd) * ce + kd * soft
-            if feat:
-                n = h.shape[-1] - head.slot  # the slot carries the copy read's code, not an activation
-                ce = ce + feat * F.smooth_l1_loss(h[m][:, :n], act[:, idx][m][:, :n], reduction="none").mean(-1).sum()
-            total = total + ce
+            total = total + F.cross_entropy(d[m], tgt[m], reduction="sum")
             count += int(m.sum())
         run = run & valid & (yk >= 0) & (d.argmax(-1) == tgt)
         accepted += run.float()
@@ -358,7 +339,7 @@ def pick_dtype(name, backbone, device, log=print):
 
 def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, num_blocks=None, epochs=4, batch=8,
                lr=1e-3, budget_s=None, seed=0, progress=True, log=print, val_rows=None, dtype=torch.float32,
-               init_head=None, copy_heads=0, copy_ngram=3, copy_follow="auto", copy_vocab=0, kd=0.0, feat=0.0,
+               init_head=None, copy_heads=0, copy_ngram=3, copy_follow="auto", copy_vocab=0,
                context=0, copy_exact=None):
     """copy_exact: None keeps the starting head's (0 for a new head); a number sets it; "auto" picks it on val_rows
     after training (tune_copy_exact), a head without a copy read keeping 0."""
@@ -386,7 +367,7 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
                                    copy_ids=copy_ids, context=context))
         head.init_from_backbone(backbone.model)
     c = head.c
-    model = Rollout(head, K, teacher_rows(head, backbone) if kd else None, kd, feat)
+    model = Rollout(head, K)
     if ddp:
         dev = next(head.parameters()).device
         model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[dev] if dev.type == "cuda" else None)

@@ -428,43 +428,11 @@ def _damage(rng, s, how):
     return s
 
 
-# Correction prompts (issue #9): the benchmark's "fix the grammar" answers show the 270M base model writing a
-# "corrected" line that keeps some errors and then repeating it, where lookup copies the latest line and the head,
-# never trained on such errors, drafted proper grammar or the prompt's version. These prompts damage the backbone's own
-# sentences with the errors people make (verb agreement, regularised past tenses, common misspellings) under
-# instructions and cues of their own: nothing opens or ends like a benchmark prompt, and no error form is one a
-# benchmark prompt holds (the framing test checks both). Opt-in: on Gemma the held-out rewrite τ rose with them, the
-# benchmark's did not (notes/PERF.md, session 23).
-# Keys start at FIX_KEY0 so their templates (`rewrite-e<key>`) never meet ECHO_REWRITES' as that list grows.
-FIX_KEY0 = 40
-FIX_REWRITES = [
-    ("Correct the grammar mistakes", "Grammatical:", "grammar"), ("Edit this for grammar", "Edited:", "grammar"),
-    ("Repair the verb forms", "Repaired:", "grammar"), ("Correct the misspelled words", "Spell-checked:", "spelling"),
-    ("Clean up the spelling", "Clean spelling:", "spelling"), ("Copy-edit this sentence", "Copy-edited:", "both"),
-    ("Put it in correct standard English", "Standard English:", "both"), ("Proofread it", "Proofread version:", "both"),
-    ("Correct every error", "Error-free:", "both"), ("Tidy up the grammar and spelling", "Tidied:", "both"),
-]
-AGREEMENT = [("is", "are"), ("are", "is"), ("was", "were"), ("were", "was"), ("has", "have"), ("have", "has"),
-             ("does", "do"), ("doesn't", "don't"), ("isn't", "aren't"), ("wasn't", "weren't")]
-PAST = [("went", "goed"), ("caught", "catched"), ("made", "maked"), ("took", "taked"), ("gave", "gived"),
-        ("said", "sayed"), ("came", "comed"), ("found", "finded"), ("thought", "thinked"), ("told", "telled"),
-        ("knew", "knowed"), ("wrote", "writed"), ("taught", "teached"), ("ran", "runned"), ("ate", "eated"),
-        ("felt", "feeled"), ("left", "leaved"), ("kept", "keeped"), ("brought", "bringed"), ("saw", "seen"),
-        ("did", "done")]
-MISSPELL = [("occurred", "occured"), ("calendar", "calender"), ("weird", "wierd"), ("library", "libary"),
-            ("separate", "seperate"), ("necessary", "neccessary"), ("embarrass", "embarass"), ("until", "untill"),
-            ("believe", "beleive"), ("because", "becuase"), ("which", "wich"), ("really", "realy"),
-            ("beautiful", "beatiful"), ("different", "diffrent"), ("friend", "freind"), ("government", "goverment"),
-            ("environment", "enviroment"), ("their", "there"), ("February", "Febuary"), ("it's", "its"),
-            ("probably", "probaly"), ("important", "importent"), ("people", "poeple"), ("would", "woud"),
-            ("the", "teh"), ("with", "wiht"), ("about", "abuot"), ("there", "their")]
-
-
 QUOTES = ['"{}"', "{}", "“{}”", "'{}'"]
 
 
 def rewrite_layouts(ask, text, cue, q):
-    """The three layouts of an echo or correction rewrite prompt (q: a QUOTES style)."""
+    """The three layouts of an echo rewrite prompt (q: a QUOTES style)."""
     return [f"{ask}: {q.format(text)}\n{cue}", f"{ask}.\nText: {text}\n{cue}",
             f"Draft: {text}\nTask: {ask.lower()}.\n{cue}"]
 
@@ -475,46 +443,6 @@ def echo_row(task, key, prompt):
 
     h = hashlib.sha1(prompt.encode()).hexdigest()[:10]
     return {"id": f"train-{task}-e{key:02d}x{h}", "task": task, "template": f"{task}-e{key}", "prompt": prompt}
-
-
-def _swap_words(rng, s, pairs, most):
-    """Up to `most` whole-word replacements from `pairs` (case kept on the first letter); the damaged text."""
-    import re
-
-    hits = [(m.start(), m.end(), b) for a, b in pairs for m in re.finditer(rf"\b{re.escape(a)}\b", s, re.I)]
-    out = s
-    for i, j, b in sorted(rng.sample(hits, min(most, len(hits))), reverse=True):
-        b = b[0].upper() + b[1:] if out[i].isupper() else b
-        out = out[:i] + b + out[j:]
-    return out
-
-
-def fix_prompts(texts, n, seed=0):
-    """n rewrite prompts asking to correct `texts` (echo_texts of the backbone's continuations) damaged with grammar
-    and spelling errors; ids `train-rewrite-e<key>x<hash>` like echo_prompts', so a cached row names its prompt. Texts
-    no rule damages are skipped; with no texts, fresh drill facts are damaged instead."""
-    rng = random.Random(seed + 7373)
-    rows, seen = [], set()
-    texts = list(texts) or [drill_facts(rng) for _ in range(64)]  # a backbone that wrote no clean sentence
-    for _ in range(20 * n):
-        if len(rows) == n:
-            break
-        key = rng.randrange(len(FIX_REWRITES))
-        ask, cue, how = FIX_REWRITES[key]
-        text = rng.choice(texts)
-        bad = text
-        if how in ("grammar", "both"):
-            bad = _swap_words(rng, bad, AGREEMENT + PAST, rng.randint(1, 3))
-        if how in ("spelling", "both"):
-            bad = _swap_words(rng, bad, MISSPELL, rng.randint(1, 3))
-        if bad == text:
-            continue
-        prompt = rng.choice(rewrite_layouts(ask, bad, cue, rng.choice(QUOTES)))
-        if prompt in seen:
-            continue
-        seen.add(prompt)
-        rows.append(echo_row("rewrite", FIX_KEY0 + key, prompt))
-    return rows
 
 
 def echo_prompts(texts, n, seed=0):
