@@ -42,7 +42,6 @@ class HeadConfig:
     intermediate_size: int
     draft_vocab_size: int
     vocab_size: int
-    num_blocks: int = 1
     K: int = 3
     rms_eps: float = 1e-6
     norm_offset: bool = False
@@ -50,9 +49,7 @@ class HeadConfig:
     attn_scale: float = 0.0
     draft_ids: list = field(default_factory=list)  # draft index -> full vocab id (frequency ranked)
     copy_heads: int = 0  # pointer heads over layer 0's V cache (0 = none: heads saved before it load unchanged)
-    copy_ngram: int = 2  # 2: the bigram pointer of heads saved before the trigram one; 3: see CopyRead
     copy_follow: int = 0  # frequencies of the carried read-position code (0: re-match at every draft step)
-    copy_ids: list = field(default_factory=list)  # ids outside draft_ids that only the copy read drafts (see MTPHead)
     context: int = 0  # the context draft space it trained with: ids of the text outside the draft space (see step)
     copy_exact: float = 0.0  # nats added to the pointer logit of a token read (near) exactly (see CopyRead.forward)
 
@@ -62,7 +59,6 @@ class HeadConfig:
 
 
 MAX_COPY_HEADS = 8
-MAX_COPY_VOCAB = 1 << 17
 MAX_FOLLOW = 64
 # The carried step index, in units the backbone's final-normed activation does not reach (|h| < FLAG / 2; on 64
 # distilled rows each Gemma 3 270M's max |h| is 133, 23 in the last dim, SmolLM2's 55 and 5: scripts/
@@ -99,7 +95,7 @@ def check_follow(arg, hidden_size, copy_heads, flag="--copy-follow"):
     from mtplite.errors import UserError
 
     if str(arg).strip().lower() == "auto":
-        return default_follow(hidden_size, copy_heads, 3)
+        return default_follow(hidden_size, copy_heads)
     try:
         f = int(arg)
     except ValueError:
@@ -128,46 +124,24 @@ def default_read_layers(c):
     return sorted(out | {slid[-1]})
 
 
-def default_follow(hidden_size, copy_heads, copy_ngram, F=16):
+def default_follow(hidden_size, copy_heads, F=16):
     """The read-position code's frequencies: 16 (its cosine kernel stays under 0.5 off its peak over 4,096
     positions), fewer where the slot (2F + 1 dims of the carried activation) would take over an eighth of it."""
-    if not copy_heads or copy_ngram != 3:
+    if not copy_heads:
         return 0
     return max(0, min(F, (hidden_size // 8 - 1) // 2))
 
 
-def check_copy_vocab(arg, vocab_size, copy_heads, draft_vocab, flag="--copy-vocab"):
-    """--copy-vocab: 0 (the draft vocabulary alone, the default) or the size of the copy read's draft space, the
-    draft vocabulary included. Off by default: on Gemma 3 270M 32,768 ids tripled the LiteRT drafter step for no
-    measured acceptance gain (notes/PERF.md, session 13)."""
-    from mtplite.errors import UserError
-
-    try:
-        n = int(arg)
-    except ValueError:
-        n = -1
-    if n < 0 or n > MAX_COPY_VOCAB:
-        raise UserError(f"{flag} {arg}: use 0 (the draft vocabulary alone) or a size up to {MAX_COPY_VOCAB}")
-    if n > draft_vocab and not copy_heads:
-        raise UserError(f"{flag} {arg}: copy-only ids need pointer heads; give --copy-heads 1 or more, or {flag} 0")
-    return min(n, vocab_size)
-
-
-def default_copy_vocab(vocab_size, copy_heads, size=32768):
-    """The copy-vocab ablation's size (scripts/drill_ablation.py): 32,768 ids, or the whole vocabulary if smaller."""
-    return min(size, vocab_size) if copy_heads else 0
-
-
-def head_config(bc, draft_ids, K=3, read_layers=None, num_blocks=1, intermediate_size=None, copy_heads=0, copy_ngram=3,
-                copy_follow=0, copy_ids=(), context=0):
+def head_config(bc, draft_ids, K=3, read_layers=None, intermediate_size=None, copy_heads=0,
+                copy_follow=0, context=0):
     rl = read_layers or default_read_layers(bc)
     return HeadConfig(
         hidden_size=bc.hidden_size, num_heads=bc.num_heads, num_kv_heads=bc.num_kv_heads, head_dim=bc.head_dim,
         read_layers=list(rl), rope_theta=[bc.rope_theta[i] for i in rl], sliding_window=[bc.sliding_window[i] for i in rl],
         intermediate_size=intermediate_size or 2 * bc.hidden_size, draft_vocab_size=len(draft_ids),
-        vocab_size=bc.vocab_size, num_blocks=num_blocks, K=K, rms_eps=bc.rms_eps, norm_offset=bc.norm_offset,
+        vocab_size=bc.vocab_size, K=K, rms_eps=bc.rms_eps, norm_offset=bc.norm_offset,
         act=bc.act, attn_scale=bc.attn_scale, draft_ids=list(map(int, draft_ids)), copy_heads=copy_heads,
-        copy_ngram=copy_ngram, copy_follow=copy_follow, copy_ids=list(map(int, copy_ids)), context=context)
+        copy_follow=copy_follow, context=context)
 
 
 class HeadBlock(nn.Module):
@@ -255,9 +229,7 @@ class CopyRead(nn.Module):
     gamma_h * logsumexp(scores)) (how good the best match is); a_h also enters the residual so the carried state knows
     what was copied. Only [C]-long score vectors are shifted, never the cache.
 
-    copy_ngram 2 (heads saved before the trigram pointer): q_cur . E_j + q_prev . E_{j-1}, both queries learned from
-    the stream. It got 75% of the positions right where lookup's trigram gets 94% (first draft, benchmark prompts).
-    copy_ngram 3 starts as prompt lookup's first draft and learns from there:
+    The trigram pointer starts as prompt lookup's first draft and learns from there:
       the current token's query is its own row (a map of its embedding, initialised to layer 0's), not the stream;
       the previous two tokens' queries are learned from the stream plus, behind a learned gate, the rows cached at
       pos-1 and pos-2 -- exactly the previous tokens at the first draft step, stale at later ones (the gate learns
@@ -275,7 +247,7 @@ class CopyRead(nn.Module):
     def __init__(self, c: HeadConfig):
         super().__init__()
         H, n, dt = c.hidden_size, c.copy_heads, c.num_kv_heads * c.head_dim
-        self.n, self.dt, self.ngram = n, dt, c.copy_ngram
+        self.n, self.dt = n, dt
         self.norm = RMSNorm(H, c.rms_eps, False)
         self.q_cur = nn.Linear(H, n * dt, bias=False)
         self.q_prev = nn.Linear(H, n * dt, bias=False)
@@ -284,12 +256,11 @@ class CopyRead(nn.Module):
         self.beta = nn.Parameter(torch.full((n,), 8.0))
         self.o_proj = nn.Linear(n * dt, H, bias=False)
         nn.init.zeros_(self.o_proj.weight)
-        if self.ngram == 3:
-            self.emb_norm = RMSNorm(H, c.rms_eps, False)
-            self.q_prev2 = nn.Linear(H, n * dt, bias=False)
-            self.match = nn.Parameter(torch.full((3, n), 8.0))  # nats for an exact match of cur, prev, prev2
-            self.cached_gate = nn.Linear(H, 2 * n)  # rows at pos-1, pos-2 as prev, prev2
-            self.recency = nn.Parameter(torch.full((n,), math.log(1 / 256)))
+        self.emb_norm = RMSNorm(H, c.rms_eps, False)
+        self.q_prev2 = nn.Linear(H, n * dt, bias=False)
+        self.match = nn.Parameter(torch.full((3, n), 8.0))  # nats for an exact match of cur, prev, prev2
+        self.cached_gate = nn.Linear(H, 2 * n)  # rows at pos-1, pos-2 as prev, prev2
+        self.recency = nn.Parameter(torch.full((n,), math.log(1 / 256)))
         self.follow = c.copy_follow
         if self.follow:
             self.register_buffer("follow_freqs", follow_freqs(self.follow))
@@ -300,12 +271,9 @@ class CopyRead(nn.Module):
             if c.K > 1:
                 rw[1, 2] = 1.0
             self.row_w = nn.Parameter(rw)
-        # each draft token's row of E, copy-only ids included (set from the backbone by init_from_backbone; saved)
-        self.register_buffer("token_rows", torch.zeros(c.draft_vocab_size + len(c.copy_ids), dt))
-        self.N = c.draft_vocab_size
+        # each draft token's row of E (set from the backbone by init_from_backbone; saved)
+        self.register_buffer("token_rows", torch.zeros(c.draft_vocab_size, dt))
         self.exact = float(c.copy_exact)
-        if c.copy_ids:  # (sharpness, offset) of the copy-only ids' logits, see forward
-            self.copy_only = nn.Parameter(torch.tensor([24.0, 0.0]))
 
     def codes(self, C):
         """[C,2F] the position code of every cache slot."""
@@ -321,9 +289,6 @@ class CopyRead(nn.Module):
         Et = E.transpose(-1, -2)[:, None]  # [B,1,dt,C]
         heads = lambda q: q.view(B, T, self.n, self.dt).transpose(1, 2)  # noqa: E731
         scale = self.dt ** -0.5
-        if self.ngram == 2:
-            return (torch.matmul(heads(self.q_cur(xn)), Et) + shift(torch.matmul(heads(self.q_prev(xn)), Et), 1, 0.0)
-                    ).float() * scale
         w = self.match.float()[:, None, :, None, None]  # [3,1,n,1,1]
         Ef = E.float()  # float32 once for the three exact-match terms (a no-op when the cache is float32)
         # the current token: cosine of its own row with every cached row
@@ -352,7 +317,7 @@ class CopyRead(nn.Module):
     def forward(self, x, mask, v0, pos, emb, k=None, code=None, ctx_rows=None):
         """x [B,T,H]; mask [B|1,1,T,C] (keys < pos visible); v0 [B,KVH,D,C]; pos [T]; emb [B,T,H] the current
         token's embedding; k, code: see scores; ctx_rows [B|1,M,dt]: the context ids' rows (see MTPHead.step) ->
-        (residual add [B,T,H], logits [B,T,N+Nc(+M)], this step's read-position code [B,T,2F] or None)."""
+        (residual add [B,T,H], logits [B,T,N(+M)], this step's read-position code [B,T,2F] or None)."""
         B, T, _ = x.shape
         C = v0.shape[-1]
         E = unit_rms(v0.permute(0, 3, 1, 2).reshape(v0.shape[0], C, self.dt))  # [B,C,dt]
@@ -366,15 +331,14 @@ class CopyRead(nn.Module):
         p = shift(torch.softmax(s, -1).to(E.dtype), 1, 0.0)  # weight on j moved to j+1
         a = torch.matmul(p, E[:, None])  # [B,n,T,dt]
         g = torch.sigmoid(self.gate(xn).transpose(1, 2) + self.gamma[None, :, None] * lse)  # [B,n,T]
-        # the heads' reads mixed before the one matmul with the token table (its cost grows with the copy
-        # vocabulary, so once, not once per head): sum_h g_h beta_h cos(a_h, row)
+        # the heads' reads mixed before the one matmul with the token table (once, not once per head):
+        # sum_h g_h beta_h cos(a_h, row)
         mix = ((g * self.beta[None, :, None])[..., None] * a).sum(1)  # [B,T,dt]
         # a linear layer over the token table, so it exports as FULLY_CONNECTED and the int8 recipe quantizes it
-        logits = nn.functional.linear(mix.to(self.token_rows.dtype), self.token_rows) / self.dt  # [B,T,N+Nc]
+        logits = nn.functional.linear(mix.to(self.token_rows.dtype), self.token_rows) / self.dt  # [B,T,N]
         # the rows are unit RMS, so a logit over this is the read's cosine with the token's row (only computed where
-        # used: the graph of a head without either sharpening stays as it was)
-        strength = (mix.float().norm(dim=-1, keepdim=True) * self.dt ** -0.5 + 1e-6  # the pointer logit of an exact read
-                    if self.exact or hasattr(self, "copy_only") else None)
+        # used: the graph of a head without the sharpening stays as it was)
+        strength = mix.float().norm(dim=-1, keepdim=True) * self.dt ** -0.5 + 1e-6 if self.exact else None
         ctx = None
         if ctx_rows is not None:  # the context ids' pointer logits: the same read against their rows
             ctx = torch.matmul(mix.to(ctx_rows.dtype), ctx_rows.transpose(-1, -2)) / self.dt
@@ -385,21 +349,9 @@ class CopyRead(nn.Module):
             # (cosine > EXACT_COS) keeps the copied form; its size is chosen on held-out rows
             # (scripts/tune_copy_exact.py; notes/PERF.md, session 24).
             bonus = lambda z: (self.exact / (1 - EXACT_COS)) * torch.relu(z.float() / strength - EXACT_COS)  # noqa: E731
-            if logits.shape[-1] == self.N:
-                logits = logits + bonus(logits).to(logits.dtype)
-            else:  # the copy-only ids have a sharpening of their own, below
-                logits = torch.cat([logits[..., : self.N] + bonus(logits[..., : self.N]).to(logits.dtype),
-                                    logits[..., self.N :]], -1)
+            logits = logits + bonus(logits).to(logits.dtype)
             if ctx is not None:
                 ctx = ctx + bonus(ctx).to(ctx.dtype)
-        if hasattr(self, "copy_only"):
-            # Copy-only ids have no vocabulary logit (the step adds the best vocabulary logit to theirs instead), so
-            # they need their own sharpness: + kappa * (cos - 1), cos = the read's cosine with the id's row. The id
-            # read exactly keeps its pointer logit; most ids not read fall ~20 nats under it, but look-alike rows
-            # (cosine near 1) do not, and took the argmax on Gemma (notes/PERF.md, session 13).
-            cos = logits[..., self.N :].float() / strength
-            sharp = logits[..., self.N :] + self.copy_only[0] * (cos - 1) + self.copy_only[1]
-            logits = torch.cat([logits[..., : self.N], sharp.to(logits.dtype)], -1)
         if ctx is not None:
             logits = torch.cat([logits, ctx], -1)
         out = torch.matmul(p.float().mean(1), P) if self.follow else None  # [B,T,2F], heads pooled
@@ -414,12 +366,11 @@ class CopyRead(nn.Module):
         l0 = dec.layers[0]
         w = l0.v_proj.weight * (l0.input_layernorm.weight + 1.0 if l0.input_layernorm.offset else l0.input_layernorm.weight)
         for h in range(self.n):
-            self.q_cur.weight[h * self.dt : (h + 1) * self.dt] = w * (1.0 if self.ngram == 3 else 2.0)
+            self.q_cur.weight[h * self.dt : (h + 1) * self.dt] = w
         self.q_prev.weight.zero_()
-        if self.ngram == 3:
-            self.q_prev2.weight.zero_()
-            self.cached_gate.weight.zero_()
-            self.cached_gate.bias.fill_(3.0)
+        self.q_prev2.weight.zero_()
+        self.cached_gate.weight.zero_()
+        self.cached_gate.bias.fill_(3.0)
 
 
 class MTPHead(nn.Module):
@@ -430,18 +381,13 @@ class MTPHead(nn.Module):
         self.emb_norm = RMSNorm(H, c.rms_eps, False)
         self.hid_norm = RMSNorm(H, c.rms_eps, False)
         self.fc = nn.Linear(2 * H, H, bias=False)
-        self.blocks = nn.ModuleList([HeadBlock(c) for _ in range(c.num_blocks)])
+        self.blocks = nn.ModuleList([HeadBlock(c)])  # one block: a second measured no gain (notes/PERF.md, session 24)
         self.copy = CopyRead(c) if c.copy_heads else None
         self.out_norm = RMSNorm(H, c.rms_eps, False)
         self.draft_head = nn.Linear(H, c.draft_vocab_size, bias=False)
-        # The draft space: the draft vocabulary (the vocabulary head's N ids), then the copy-only ids, which only the
-        # copy read can draft (opt-in, --copy-vocab), their logit the best vocabulary logit + their pointer logit
-        # (CopyRead sharpens it). A copy is often a rare token (a name, a code): on held-out templates of Gemma 3
-        # 270M's distilled rows 4.1% of the tokens prompt lookup copied right were outside the 4,096-id draft
-        # vocabulary, 1.5% outside 32,768; drafting them did not pay there (notes/PERF.md, session 13).
-        self.space = c.draft_vocab_size + len(c.copy_ids)
+        self.space = c.draft_vocab_size  # the draft space: the vocabulary head's N ids
         # full vocab id -> draft-space index, or `space` for ids outside it (never drafted)
-        ids = torch.tensor(list(c.draft_ids) + list(c.copy_ids), dtype=torch.long)
+        ids = torch.tensor(list(c.draft_ids), dtype=torch.long)
         vmap = torch.full((c.vocab_size,), self.space, dtype=torch.int32)
         vmap[ids] = torch.arange(self.space, dtype=torch.int32)
         self.register_buffer("vocab_map", vmap, persistent=False)
@@ -516,13 +462,9 @@ class MTPHead(nn.Module):
             add, ptr, out = self.copy(x, mask, v0, pos, emb, k, code, None if ctx is None else ctx[1])
             a = self.out_norm(x + add)
             lm = self.draft_head(a)
-            N, S = self.c.draft_vocab_size, self.space
-            if self.c.copy_ids:
-                top = lm.max(-1, keepdim=True).values
-                d = torch.cat([lm + ptr[..., :N], top + ptr[..., N:S]], -1)
-            else:
-                d = lm + ptr[..., :N]
-            ptr_ctx, carried = ptr[..., S:], (self.pack(a, k, out) if self.slot else a)
+            N = self.space
+            d = lm + ptr[..., :N]
+            ptr_ctx, carried = ptr[..., N:], (self.pack(a, k, out) if self.slot else a)
         if ctx is not None:  # the context ids: their embedding rows on the head's output, plus their pointer logits
             d = torch.cat([d, torch.matmul(a, ctx[0].transpose(-1, -2)) + ptr_ctx + ctx[2]], -1)
         return d.float(), carried
@@ -555,21 +497,6 @@ def _rebuilt(head: MTPHead, strict=True, **changes):
     return h.train(head.training)
 
 
-def grow_blocks(head: MTPHead, n):
-    """A copy of `head` with n blocks that drafts exactly as it does: the new blocks start as copies of its last
-    block with their residual outputs (o_proj, down_proj) zeroed, so a fine-tune adds depth from the trained head's
-    function instead of from scratch."""
-    if n < head.c.num_blocks:
-        raise ValueError(f"cannot shrink a head of {head.c.num_blocks} blocks to {n}")
-    grown = _rebuilt(head, strict=False, num_blocks=n)
-    with torch.no_grad():
-        for b in grown.blocks[head.c.num_blocks:]:
-            b.load_state_dict(head.blocks[-1].state_dict())
-            b.o_proj.weight.zero_()
-            b.down_proj.weight.zero_()
-    return grown
-
-
 def with_copy_exact(head: MTPHead, value):
     """A copy of `head` drafting with copy_exact = value (a config number; the weights are the same)."""
     return _rebuilt(head, copy_exact=float(value))
@@ -589,30 +516,46 @@ def save_head(head: MTPHead, out_dir, meta: dict):
     with atomic_path(out / "head.safetensors") as tmp:
         save_file(sd, str(tmp), metadata={"format": "pt"})
     # the head's own config wins: meta may be a loaded head.json (its old config) carried over to a changed head
-    doc = {"format": "mtplite-head", "version": 1, "config": head.c.to_json(),
+    # version 2: the retired experiments' fields are gone from the config (see RETIRED)
+    doc = {"format": "mtplite-head", "version": 2, "config": head.c.to_json(),
            **{k: v for k, v in meta.items() if k not in ("format", "version", "config")}}
     write_text_atomic(out / "head.json", json.dumps(doc, indent=1))
+
+
+# Config fields of experiments that did not pay, retired (their code is in git tag lab-before-retire-39): a head
+# saved with the value that is now built in loads; one that used the experiment is refused with the reason.
+RETIRED = {"copy_ngram": (3, "the bigram pointer (copy_ngram 2)"), "copy_ids": ([], "copy-only ids (--copy-vocab)"),
+           "num_blocks": (1, "more than one block (--blocks)")}
+
+
+def _current(cfg, version):
+    """A saved head's config with the retired fields dropped; ValueError where the head used one of them."""
+    cfg = dict(cfg)
+    if version < 2 and cfg.get("copy_heads") and "copy_ngram" not in cfg:
+        cfg["copy_ngram"] = 2  # saved before the trigram pointer, whose field then did not exist
+    for k, (built_in, what) in RETIRED.items():
+        if k in cfg and cfg.pop(k) != built_in:
+            raise ValueError(f"trained with {what}, which was retired (git tag lab-before-retire-39); retrain the head")
+    return cfg
 
 
 def _validate(c: HeadConfig):
     """Every field a hostile head.json could set, checked before anything is allocated from it."""
     ints = ("hidden_size", "num_heads", "num_kv_heads", "head_dim", "intermediate_size", "draft_vocab_size",
-            "vocab_size", "num_blocks", "K")
+            "vocab_size", "K")
     for k in ints:
         v = getattr(c, k)
         if not isinstance(v, int) or isinstance(v, bool) or not 0 < v < (1 << 22):
             raise ValueError(f"{k}={v!r} out of range")
-    if c.num_heads % c.num_kv_heads or c.num_blocks > 8 or c.K > 16:
-        raise ValueError("num_heads must be a multiple of num_kv_heads, num_blocks <= 8, K <= 16")
+    if c.num_heads % c.num_kv_heads or c.K > 16:
+        raise ValueError("num_heads must be a multiple of num_kv_heads, K <= 16")
     if not isinstance(c.copy_heads, int) or isinstance(c.copy_heads, bool) or not 0 <= c.copy_heads <= MAX_COPY_HEADS:
         raise ValueError(f"copy_heads={c.copy_heads!r} must be 0-{MAX_COPY_HEADS}")
-    if c.copy_ngram not in (2, 3) or isinstance(c.copy_ngram, bool):
-        raise ValueError(f"copy_ngram={c.copy_ngram!r} must be 2 or 3")
     f = c.copy_follow
     if not isinstance(f, int) or isinstance(f, bool) or not 0 <= f <= MAX_FOLLOW:
         raise ValueError(f"copy_follow={f!r} must be 0-{MAX_FOLLOW}")
-    if f and (not c.copy_heads or c.copy_ngram != 3 or f > max_follow(c.hidden_size)):
-        raise ValueError(f"copy_follow={f} needs copy_heads > 0, copy_ngram 3 and 2*{f}+1 <= hidden_size/4")
+    if f and (not c.copy_heads or f > max_follow(c.hidden_size)):
+        raise ValueError(f"copy_follow={f} needs copy_heads > 0 and 2*{f}+1 <= hidden_size/4")
     n = len(c.read_layers) if isinstance(c.read_layers, list) else -1
     if not 0 < n <= 8 or any(not isinstance(x, int) or isinstance(x, bool) or x < 0 for x in c.read_layers):
         raise ValueError("read_layers must be 1-8 layer indices")
@@ -626,12 +569,8 @@ def _validate(c: HeadConfig):
     x = c.copy_exact
     if not isinstance(x, (int, float)) or isinstance(x, bool) or not 0 <= x <= 64 or (x and not c.copy_heads):
         raise ValueError(f"copy_exact={x!r} must be 0-64 nats, and only with copy_heads > 0")
-    if not isinstance(c.copy_ids, list) or len(c.copy_ids) > MAX_COPY_VOCAB or (c.copy_ids and not c.copy_heads):
-        raise ValueError(f"copy_ids must be a list of at most {MAX_COPY_VOCAB} ids, and only with copy_heads > 0")
-    if len(set(c.draft_ids) | set(c.copy_ids)) != len(c.draft_ids) + len(c.copy_ids):
-        raise ValueError("copy_ids must be distinct and outside draft_ids")
-    if any(not isinstance(x, int) or isinstance(x, bool) or not 0 <= x < c.vocab_size for x in c.draft_ids + c.copy_ids):
-        raise ValueError("draft_ids and copy_ids must be token ids < vocab_size")
+    if any(not isinstance(x, int) or isinstance(x, bool) or not 0 <= x < c.vocab_size for x in c.draft_ids):
+        raise ValueError("draft_ids must be token ids < vocab_size")
     for k in ("rms_eps", "attn_scale"):
         if not isinstance(getattr(c, k), (int, float)) or isinstance(getattr(c, k), bool):
             raise ValueError(f"{k} must be a number")
@@ -656,7 +595,7 @@ def load_head(head_dir, backbone_fingerprint=None):
         doc = json.loads(jpath.read_text())
         if not isinstance(doc, dict) or doc.get("format") != "mtplite-head":
             raise ValueError("not an mtplite head.json")
-        c = HeadConfig(**doc["config"])
+        c = HeadConfig(**_current(doc["config"], doc.get("version", 1)))
         _validate(c)
     except (ValueError, TypeError, KeyError, UnicodeDecodeError, AttributeError) as e:
         raise UserError(f"{jpath}: invalid head config ({str(e)[:200]}); re-run `mtplite train`") from None

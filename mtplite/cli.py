@@ -42,7 +42,7 @@ def cmd_train(a):
     import torch
 
     from mtplite.errors import UserError
-    from mtplite.model.head import check_context, check_copy_heads, check_copy_vocab, check_follow
+    from mtplite.model.head import check_context, check_copy_heads, check_follow
     from mtplite.model.load import load_backbone
     from mtplite.train.distill import check_echo
     from mtplite.train.train import pick_device, pick_dtype
@@ -53,8 +53,6 @@ def cmd_train(a):
         raise UserError(f"--distill-batch {a.distill_batch}: use at least 1 (default: 64 for large vocabularies)")
     if a.draft_vocab < 16:
         raise UserError(f"--draft-vocab {a.draft_vocab}: use at least 16 (4096 is a good default)")
-    if a.blocks is not None and not 1 <= a.blocks <= 8:
-        raise UserError(f"--blocks {a.blocks}: use 1-8 (1 is the default)")
     check_echo(a.echo)
     check_copy_heads(a.copy_heads)
     check_context(a.context)
@@ -68,7 +66,6 @@ def cmd_train(a):
     bb = load_backbone(a.backbone)
     a.copy_follow = check_follow(a.copy_follow, bb.model.c.hidden_size, a.copy_heads)  # before any distillation
     a.read_layers = _layers(a.read_layers, bb)  # checked before any distillation
-    a.copy_vocab = check_copy_vocab(a.copy_vocab, bb.model.c.vocab_size, a.copy_heads, a.draft_vocab)
     bb.model.to(dev)
     with dev:
         _train(a, bb, t0, pick_dtype(a.dtype, bb, dev,
@@ -126,9 +123,6 @@ def _train(a, bb, t0, dtype):
         if a.copy_exact not in ("auto", 0.0) and not init.c.copy_heads:  # before training, not after it
             raise UserError(f"--copy-exact {a.copy_exact:g}: {a.init_head} has no copy read to sharpen (it was trained "
                             "with --copy-heads 0); omit --copy-exact")
-        if a.blocks is not None and a.blocks < init.c.num_blocks:
-            raise UserError(f"--blocks {a.blocks}: {a.init_head} has {init.c.num_blocks} blocks; a fine-tune can add "
-                            f"blocks, not remove them (omit --blocks to keep them)")
     if corpus is not None:
         rows = corpus
     else:
@@ -147,9 +141,9 @@ def _train(a, bb, t0, dtype):
         head, _ = load_head(a.out, bb.fingerprint)
         print("mtplite: keeping the trained head in --out; training only the standalone baseline", file=sys.stderr)
     if head is None:
-        head, info = train_head(bb, train_rows, K=a.k, draft_vocab_size=a.draft_vocab, num_blocks=a.blocks,
+        head, info = train_head(bb, train_rows, K=a.k, draft_vocab_size=a.draft_vocab,
                                 read_layers=a.read_layers, copy_heads=a.copy_heads,
-                                copy_follow=a.copy_follow, copy_vocab=a.copy_vocab,
+                                copy_follow=a.copy_follow,
                                 epochs=a.epochs, batch=a.batch, lr=a.lr, budget_s=left, seed=a.seed, val_rows=val_rows,
                                 log=lambda s: print(s, file=sys.stderr), dtype=dtype, init_head=init,
                                 context=a.context, copy_exact=a.copy_exact)
@@ -167,7 +161,7 @@ def _train(a, bb, t0, dtype):
     if a.standalone:
         from mtplite.train.standalone import save_standalone, train_standalone
 
-        sd = train_standalone(bb, train_rows, head.c.draft_ids, num_layers=a.blocks or 1, epochs=a.epochs, batch=a.batch,
+        sd = train_standalone(bb, train_rows, head.c.draft_ids, num_layers=1, epochs=a.epochs, batch=a.batch,
                               budget_s=a.standalone_minutes * 60 if a.standalone_minutes else None, seed=a.seed)
         save_standalone(sd.cpu(), a.out, bb.fingerprint)
         print(json.dumps({"out": a.out, "standalone": "standalone.safetensors", "seconds": round(time.time() - t0, 1)}))
@@ -263,9 +257,6 @@ def main(argv=None):
     t.add_argument("--out", required=True)
     t.add_argument("--k", type=int, default=3)
     t.add_argument("--draft-vocab", type=int, default=4096)
-    t.add_argument("--blocks", type=int, default=None,
-                   help="transformer blocks in the head (default 1; with --init-head, its own count, and a larger one "
-                        "adds blocks that start as no-ops)")
     t.add_argument("--read-layers", help="backbone layers whose KV the head reads, e.g. 5,11,16,17 (default: three global "
                                         "layers spread over the depth + the last sliding one; the last layer where "
                                         "every layer is global)")
@@ -275,9 +266,6 @@ def main(argv=None):
     t.add_argument("--copy-follow", default="auto",
                    help="frequencies of the read-position code that lets the pointer continue its match at later "
                         "draft steps (auto = 16, fewer on small hidden sizes; 0 = re-match each step)")
-    t.add_argument("--copy-vocab", default="0",
-                   help="ids the copy read can draft, the draft vocabulary included (e.g. 32768: rare copied tokens "
-                        "such as names fall outside the 4,096 most frequent; 0 = the draft vocabulary alone, default)")
     t.add_argument("--copy-exact", default="auto",
                    help="nats added to the copy read's pointer where it reads a token near-exactly (auto = chosen "
                         "from 0, 2, 4, 8, 16 on the held-out rows after training; a number sets it; needs --copy-heads)")

@@ -13,6 +13,11 @@ def run_main(fn, prog="mtplite"):
     except UserError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # piped into `head` or a pager that closed early: not an error
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130

@@ -24,7 +24,7 @@ def cmd_quickstart(a):
     from mtplite.cli import CONTEXT
     from mtplite.data import training_prompts
     from mtplite.export.export import export
-    from mtplite.model.head import check_copy_heads, check_copy_vocab, check_follow, load_head, save_head
+    from mtplite.model.head import check_copy_heads, check_follow, load_head, save_head
     from mtplite.model.load import load_backbone
     from mtplite.paths import cache_dir, write_text_atomic
     from mtplite.runtime.bench import bench, default_prompts, load_prompts, markdown, plot
@@ -52,7 +52,6 @@ def cmd_quickstart(a):
     log(f"loading backbone {a.backbone} (about a minute)")
     bb = load_backbone(a.backbone)
     follow = check_follow(a.copy_follow, bb.model.c.hidden_size, a.copy_heads)
-    copy_vocab = check_copy_vocab(a.copy_vocab, bb.model.c.vocab_size, a.copy_heads, a.draft_vocab)
     t = lap("load", t0)
     log(f"backbone fingerprint {bb.fingerprint}; working dir {root}")
     head_dir = root / "head"
@@ -93,7 +92,7 @@ def cmd_quickstart(a):
             left = budget * 60 - (time.time() - t0)
             head, info = train_head(work, tr, K=a.k, draft_vocab_size=a.draft_vocab, epochs=6, batch=8, lr=1e-3,
                                     budget_s=max(left, 30), val_rows=va, dtype=dtype, log=log, copy_heads=a.copy_heads,
-                                    copy_follow=follow, copy_vocab=copy_vocab, context=CONTEXT, copy_exact="auto")
+                                    copy_follow=follow, context=CONTEXT, copy_exact="auto")
         del work
         bb.model.cpu()
         head.cpu()
@@ -111,7 +110,7 @@ def cmd_quickstart(a):
 
         rows = list(load_rows(cache_dir() / "distill" / f"{bb.fingerprint}-n{a.max_new}.jsonl").values())
         log(f"training the standalone-drafter baseline ({a.standalone_minutes} min)")
-        sd = train_standalone(bb, split_rows(rows)[0], head.c.draft_ids, num_layers=head.c.num_blocks, epochs=4,
+        sd = train_standalone(bb, split_rows(rows)[0], head.c.draft_ids, num_layers=1, epochs=4,
                               budget_s=a.standalone_minutes * 60)
         save_standalone(sd, head_dir, bb.fingerprint)
         t = lap("standalone", t)
@@ -240,7 +239,6 @@ def register(sub):
     q.add_argument("--draft-vocab", type=int, default=4096)
     q.add_argument("--copy-heads", type=int, default=2, help="pointer heads over layer 0's V cache (0 = none)")
     q.add_argument("--copy-follow", default="auto", help="read-position code frequencies (auto; 0 = off)")
-    q.add_argument("--copy-vocab", default="0", help="ids the copy read can draft (0 = the draft vocabulary alone)")
     q.add_argument("--max-new", type=int, default=96, help="greedy tokens per training prompt")
     q.add_argument("--echo", type=int, default=0,
                    help="also distill this many prompts framing the backbone's own continuations (varied styles)")

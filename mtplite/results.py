@@ -371,7 +371,7 @@ def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliabilit
     L += ["## Head", ""]
     if head:
         c = head["config"]
-        L += [f"- backbone fingerprint `{head.get('backbone_fingerprint')}`; K={c['K']}; {c['num_blocks']} block(s) reading "
+        L += [f"- backbone fingerprint `{head.get('backbone_fingerprint')}`; K={c['K']}; {c.get('num_blocks', 1)} block(s) reading "
               f"layers {c['read_layers']}{copy_read(c)}; draft vocabulary {c['draft_vocab_size']} (frequency-ranked)",
               f"- self-distilled training tokens: {head.get('train_generated_tokens')} over {head.get('train_sequences')} "
               f"sequences; training time {head.get('train_s', 0) / 60:.1f} min",
@@ -462,7 +462,9 @@ def analysis_rows(d):
 
 def copy_read(c):
     n = c.get("copy_heads", 0)
-    gram = "trigram" if c.get("copy_ngram", 2) == 3 else "bigram"
+    # copy_ngram: in head.json until its bigram option was retired; a config without it and without copy_follow
+    # (which came later) is a bigram head's
+    gram = "trigram" if c.get("copy_ngram", 3 if "copy_follow" in c else 2) == 3 else "bigram"
     follow = f", following its match through a {c['copy_follow']}-frequency position code" if c.get("copy_follow") else ""
     extra = len(c.get("copy_ids") or []) or c.get("copy_ids_stripped", 0)  # results/ copies keep the count only
     only = f", {extra:,} more ids it alone can draft" if extra else ""
@@ -471,7 +473,7 @@ def copy_read(c):
 
 def head_summary(h):
     c = h["config"]
-    return (f"Head: K={c['K']}, {c['num_blocks']} block(s) reading layers {c['read_layers']}{copy_read(c)}, draft vocabulary "
+    return (f"Head: K={c['K']}, {c.get('num_blocks', 1)} block(s) reading layers {c['read_layers']}{copy_read(c)}, draft vocabulary "
             f"{c['draft_vocab_size']}; {h.get('train_generated_tokens')} self-distilled tokens over "
             f"{h.get('train_sequences')} sequences, trained {h.get('train_s', 0) / 60:.1f} min"
             + (f" (fine-tuned from {Path(h['init_head']).parent.name}/{Path(h['init_head']).name})" if h.get("init_head") else "")

@@ -12,14 +12,10 @@ DISTILL.jsonl is a distillation cache of the backbone (96 new tokens); the drill
 B = the same plus --copy-heads pointer heads over layer 0's V cache, both on the same rows (topics + drills) and the
 same budget.
 
---compare copy-ngram: the bigram pointer (copy_ngram 2, the session-10 one) against the trigram pointer that starts
-as prompt lookup's first draft (copy_ngram 3), same rows, same budget, same number of pointer heads.
-
 --compare copy-follow: the trigram pointer re-matching at every draft step against the same pointer continuing its
 match through the carried read-position code (copy_follow, model/head.py CopyRead).
 
---compare copy-vocab: the following pointer drafting from the draft vocabulary alone against the same pointer with
-copy-only ids (copy_ids, model/head.py MTPHead: a 32,768-id draft space for the copy read, `--copy-vocab`).
+(The bigram-pointer and copy-only-ids arms were retired with those experiments; git tag lab-before-retire-39 has them.)
 """
 import argparse
 import json
@@ -31,7 +27,7 @@ import torch
 
 from mtplite.data import drill_prompts, is_drill, training_prompts
 from mtplite.errors import UserError, run_main
-from mtplite.model.head import MAX_COPY_HEADS, default_copy_vocab, default_follow, save_head
+from mtplite.model.head import MAX_COPY_HEADS, default_follow, save_head
 from mtplite.model.load import load_backbone
 from mtplite.paths import write_text_atomic
 from mtplite.runtime.bench import default_prompts, load_prompts
@@ -80,7 +76,7 @@ def main():
     ap.add_argument("--k", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0, help="training seed of both heads (the held-out split stays fixed)")
     ap.add_argument("--prompts", help="benchmark prompts JSONL (default ../shared/prompts/tasks.jsonl)")
-    ap.add_argument("--compare", choices=("drills", "copy", "copy-ngram", "copy-follow", "copy-vocab"), default="drills")
+    ap.add_argument("--compare", choices=("drills", "copy", "copy-follow"), default="drills")
     ap.add_argument("--copy-heads", type=int, default=2, help="pointer heads of arm B under --compare copy")
     ap.add_argument("--json")
     ap.add_argument("--save", help="directory to save each arm's head in (DIR/ARM)")
@@ -107,32 +103,24 @@ def main():
     while keep and n_gen(keep) + n_gen(d_train) > n_gen(t_train):
         keep.pop()
     n = a.copy_heads
-    F = default_follow(bb.model.c.hidden_size, n, 3)
+    F = default_follow(bb.model.c.hidden_size, n)
     if a.compare == "drills":
-        arms = {"A_topics": (t_train, 0, 3, 0, 0), "B_topics+drills": (keep + d_train, 0, 3, 0, 0)}
+        arms = {"A_topics": (t_train, 0, 0), "B_topics+drills": (keep + d_train, 0, 0)}
     elif a.compare == "copy":
-        arms = {"A_attention": (t_train + d_train, 0, 3, 0, 0), f"B_copy{n}": (t_train + d_train, n, 2, 0, 0)}
-    elif a.compare == "copy-ngram":
-        arms = {f"B_copy{n}_bigram": (t_train + d_train, n, 2, 0, 0),
-                f"C_copy{n}_trigram": (t_train + d_train, n, 3, 0, 0)}
-    elif a.compare == "copy-follow":
-        arms = {f"C_copy{n}_trigram": (t_train + d_train, n, 3, 0, 0),
-                f"D_copy{n}_follow{F}": (t_train + d_train, n, 3, F, 0)}
+        arms = {"A_attention": (t_train + d_train, 0, 0), f"C_copy{n}_trigram": (t_train + d_train, n, 0)}
     else:
-        V = default_copy_vocab(bb.model.c.vocab_size, n)
-        arms = {f"D_copy{n}_follow{F}": (t_train + d_train, n, 3, F, 0),
-                f"E_copy{n}_follow{F}_vocab{V}": (t_train + d_train, n, 3, F, V)}
+        arms = {f"C_copy{n}_trigram": (t_train + d_train, n, 0), f"D_copy{n}_follow{F}": (t_train + d_train, n, F)}
     bench = bench_rows(bb, a.prompts or default_prompts(), a.max_new)
     sets = {"heldout_topic_templates": t_val, "heldout_drill_templates": d_val, "benchmark_prompts": bench}
     res = {"compare": a.compare, "backbone": a.backbone, "fingerprint": bb.fingerprint, "seed": a.seed,
            "minutes_per_head": a.minutes,
            "epochs": a.epochs,
            "K": a.k, "eval_rows": {k: len(v) for k, v in sets.items()}, "arms": {}}
-    for name, (rows, copy_heads, ngram, follow, copy_vocab) in arms.items():
+    for name, (rows, copy_heads, follow) in arms.items():
         t0 = time.time()
         head, info = train_head(bb, rows, K=a.k, epochs=a.epochs, budget_s=a.minutes * 60, seed=a.seed, val_rows=t_val,
                                 log=lambda s: print(s, file=sys.stderr), copy_heads=copy_heads,
-                                copy_ngram=ngram, copy_follow=follow, copy_vocab=copy_vocab)
+                                copy_follow=follow)
         if a.save:
             save_head(head, f"{a.save}/{name}", {"backbone": a.backbone, "backbone_fingerprint": bb.fingerprint,
                                                   "split": SPLIT, "seed": a.seed, "train_generated_tokens": n_gen(rows),
@@ -141,7 +129,7 @@ def main():
                                                                           "best_val_accept_length")}})
         pr = probe(bb, head, bench)
         res["arms"][name] = {"train_rows": len(rows), "train_tokens": n_gen(rows), "copy_heads": copy_heads,
-                             "copy_ngram": ngram if copy_heads else None, "copy_follow": follow, "copy_vocab": copy_vocab,
+                             "copy_follow": follow,
                              "drill_tokens": n_gen([r for r in rows if is_drill(r["id"])]),
                              "train_s": round(time.time() - t0, 1), "steps": info["steps"],
                              "history": info["history"],

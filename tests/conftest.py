@@ -56,8 +56,7 @@ def trained(spec, K=3):
         # tiny:qwen3's head trains with the context draft space (the text's own ids outside its draft vocabulary)
         head, info = train_head(bb, tr, K=K, draft_vocab_size=256, epochs=6, batch=16, lr=2e-3, val_rows=va,
                                 progress=False, log=lambda s: None, copy_heads=copy,
-                                copy_follow=default_follow(bb.model.c.hidden_size, copy, 3),
-                                copy_vocab=512 if copy else 0,  # and copy-only ids: 256 beyond its draft vocabulary
+                                copy_follow=default_follow(bb.model.c.hidden_size, copy),
                                 context=64 if spec == "tiny:qwen3" else 0)
         if copy:  # drafting with copy_exact too (the head trained without it), so the llama tests cover it
             from mtplite.model.head import with_copy_exact

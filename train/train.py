@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from mtplite.model.decoder import NEG_INF, causal_mask
-from mtplite.model.head import (FLAG, MTPHead, default_copy_vocab, default_follow, grow_blocks, head_config, token_rows,
+from mtplite.model.head import (FLAG, MTPHead, default_follow, head_config, token_rows,
                                 with_copy_exact)
 from mtplite.train.distill import key_mask, pad_batch
 
@@ -337,10 +337,9 @@ def pick_dtype(name, backbone, device, log=print):
     return torch.bfloat16 if x >= 1.2 else torch.float32
 
 
-def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, num_blocks=None, epochs=4, batch=8,
+def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, epochs=4, batch=8,
                lr=1e-3, budget_s=None, seed=0, progress=True, log=print, val_rows=None, dtype=torch.float32,
-               init_head=None, copy_heads=0, copy_ngram=3, copy_follow="auto", copy_vocab=0,
-               context=0, copy_exact=None):
+               init_head=None, copy_heads=0, copy_follow="auto", context=0, copy_exact=None):
     """copy_exact: None keeps the starting head's (0 for a new head); a number sets it; "auto" picks it on val_rows
     after training (tune_copy_exact), a head without a copy read keeping 0."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -350,21 +349,15 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
         torch.distributed.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
     torch.manual_seed(seed)
     if init_head is not None:  # fine-tune (e.g. onto a quantized backbone): keeps its config and draft vocabulary
-        grow = num_blocks and num_blocks != init_head.c.num_blocks
-        head = (grow_blocks(init_head, num_blocks) if grow else copy.deepcopy(init_head)).train()
+        head = copy.deepcopy(init_head).train()
         head.to(next(backbone.model.parameters()).device)
         head.c.context = context or head.c.context  # a head trained without the context space can learn it
     else:
-        if copy_vocab == "auto":
-            copy_vocab = default_copy_vocab(backbone.model.c.vocab_size, copy_heads)
-        # one frequency ranking: the vocabulary head's N ids, then the copy-only ids up to copy_vocab
-        dv = draft_vocab(rows, backbone, max(draft_vocab_size, copy_vocab if copy_heads else 0))
-        dv, copy_ids = dv[:draft_vocab_size], dv[draft_vocab_size:]
+        dv = draft_vocab(rows, backbone, draft_vocab_size)
         if copy_follow == "auto":
-            copy_follow = default_follow(backbone.model.c.hidden_size, copy_heads, copy_ngram)
-        head = MTPHead(head_config(backbone.model.c, dv, K=K, read_layers=read_layers, num_blocks=num_blocks or 1,
-                                   copy_heads=copy_heads, copy_ngram=copy_ngram, copy_follow=copy_follow,
-                                   copy_ids=copy_ids, context=context))
+            copy_follow = default_follow(backbone.model.c.hidden_size, copy_heads)
+        head = MTPHead(head_config(backbone.model.c, dv, K=K, read_layers=read_layers, copy_heads=copy_heads,
+                                   copy_follow=copy_follow, context=context))
         head.init_from_backbone(backbone.model)
     c = head.c
     model = Rollout(head, K)
