@@ -141,3 +141,21 @@ def test_quickstart_trains_from_the_committed_corpus_of_its_backbone(tmp_path, m
     text = "\n".join(quickstart.plan(45, 0.2, rows, False, False, False, "int8"))
     assert "the committed corpus (6 rows" in text and "export int8" in text and "total about" in text
     assert "head reused" in "\n".join(quickstart.plan(45, 0.2, [], True, True, False, "int8"))
+
+
+def test_committed_heads_load_and_name_their_corpus():
+    """heads/<backbone>: open-licence heads shipped in the repo load as they are, for the backbone whose committed
+    corpus trained them (the fingerprints agree), with their training record."""
+    from pathlib import Path
+
+    from mtplite.data.corpus import corpus_info
+    from mtplite.model.head import load_head
+
+    root = Path(__file__).resolve().parents[1]
+    heads = [p for p in (root / "heads").iterdir() if (p / "head.json").exists()]
+    assert heads
+    for h in heads:
+        head, doc = load_head(h)
+        assert doc["backbone"] == h.name and doc["train_generated_tokens"] > 0 and doc["best_val_accept_length"] > 1
+        assert corpus_info([root / "corpora" / h.name])["backbone_fingerprint"] == doc["backbone_fingerprint"]
+        assert not h.name.startswith("gemma")  # Gemma Terms: no trained Gemma head in the repo

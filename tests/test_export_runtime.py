@@ -95,8 +95,8 @@ def test_runtime_equals_torch_and_plain(spec):
 def test_context_space_on_litert_equals_torch_and_plain(spec):
     """drafter_ctx.tflite (the head also drafts the text's own ids outside its draft space, rows filled by the
     runtime from the embedder graph and the shared V cache) drafts what the torch reference drafts, cycle by cycle,
-    and the output stays plain greedy's. tiny:qwen3's head trained with the context space; tiny:llama's draft space
-    is its whole vocabulary, so its context stays empty."""
+    and the output stays plain greedy's. tiny:qwen3's head trained with the context space; tiny:llama's drafts with it
+    untrained (its 256-id draft space is half the vocabulary)."""
     from mtplite.runtime.litert import Bundle
 
     bb, head, *_ = trained(spec)
@@ -113,7 +113,7 @@ def test_context_space_on_litert_equals_torch_and_plain(spec):
         plain = G.run(ids, b.steps(), max_new_tokens=n, eos_ids=set(bb.eos_ids), K=0, cache_len=C)
         assert lite["tokens"] == ref["tokens"] == plain["tokens"], p
         assert lite["trace"] == ref["trace"], p
-    assert (used == 0) if spec == "tiny:llama" else (used >= 4), used
+    assert used >= 4, used
 
 
 def test_zero_copy_shared_kv():
