@@ -213,6 +213,8 @@ def closing(res, settings, threads, bundle, root):
     default = (f"  `mtplite generate` drafts with {settings['draft']} by default: "
                f"{named.get(settings['draft'], settings['draft'])}, because calibrate "
                f"{settings.get('reason', 'chose it')}\n" if settings.get("draft") else "")
+    if settings.get("K") == "off":  # calibrate switched drafting off: generate decodes plainly whatever `draft` says
+        default = f"  `mtplite generate` decodes plainly by default (drafting off), because calibrate {settings.get('reason', '')}\n"
     return (f"  decode speedup vs plain (this CPU, {threads} threads): " + "; ".join(modes) + "\n" + default +
             f"  MTP adds {res['memory']['drafter_bytes'] / 1e6:.1f} MB of weights and 0 KV bytes\n"
             f"  bundle: {bundle / 'model.litertlm'} (LiteRT-LM), {bundle / 'android'} (Android demo)\n"

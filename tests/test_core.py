@@ -429,6 +429,8 @@ def test_quickstart_closing_names_every_mode_and_the_calibrated_default():
     assert "MTP 1.18x (accept length 2.46)" in text and "hybrid (lookup + head) 1.72x" in text
     assert "prompt lookup alone 1.83x" in text and "drafts with lookup by default" in text and "1.52x" in text
     assert "by default" not in closing(res, {}, 2, Path("b"), Path("r"))
+    off = closing(res, {"K": "off", "draft": "lookup", "reason": "predicted 0.56x at K=3"}, 2, Path("b"), Path("r"))
+    assert "decodes plainly by default" in off and "drafts with" not in off
 
 
 def test_torch_exact_mode_in_bf16():
