@@ -70,6 +70,13 @@ def format_prompt(backbone, text):
     return backbone.encode(text)
 
 
+def by_length_in_windows(todo, batch, length):
+    """Sorted by length within windows of 16 batches: little padding per batch, and a run cut short by its budget has
+    still covered the prompts in their (shuffled) order instead of only the shortest."""
+    win = batch * 16
+    return [p for i in range(0, len(todo), win) for p in sorted(todo[i: i + win], key=length)]
+
+
 def load_rows(path):
     """{id: row} of a distillation cache; a torn last line from an interrupted run is skipped."""
     done = {}
@@ -96,8 +103,7 @@ def distill(backbone, prompts, out_path, max_new=64, batch=8, dtype=torch.float3
     # sort by length within windows of 16 batches: little padding per batch, and a run cut short by its budget has
     # still covered the corpus in its (shuffled) order instead of only its shortest prompts
     seq = {p["id"]: format_prompt(backbone, p["prompt"]) for p in todo}  # tokenized once, for sorting and batches
-    win = batch * 16
-    todo = [p for i in range(0, len(todo), win) for p in sorted(todo[i : i + win], key=lambda p: len(seq[p["id"]]))]
+    todo = by_length_in_windows(todo, batch, lambda p: len(seq[p["id"]]))
     bar = tqdm(total=len(todo), desc="self-distill", unit="prompt", disable=not progress)
     # one fast_decode for the whole run (packing Gemma's LM head takes ~0.4-1 s, a batch ~90 s), none when all is cached
     sink = open(out_path, "a") if out_path else contextlib.nullcontext()
@@ -147,8 +153,7 @@ def distill_corpus(dec, items, folder, meta, max_new, eos_ids, batch=64, dtype=t
 
     have = {r["id"] for r in load_corpus([folder])[0]} if Path(folder).is_dir() else set()
     todo = [p for p in items if p["id"] not in have]
-    win = batch * 16  # sorted by length within windows, as distill() does
-    todo = [p for i in range(0, len(todo), win) for p in sorted(todo[i: i + win], key=lambda p: len(p["ids"]))]
+    todo = by_length_in_windows(todo, batch, lambda p: len(p["ids"]))
     meta = {**meta, "settings": {**meta.get("settings", {}), "max_new": max_new, "eos_ids": sorted(eos_ids),
                                  "decoding": "greedy"}}
     bar = tqdm(total=len(todo), desc="distill", unit="prompt", disable=not progress)
