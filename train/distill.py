@@ -100,8 +100,6 @@ def distill(backbone, prompts, out_path, max_new=64, batch=8, dtype=torch.float3
     todo = [p for p in prompts if p["id"] not in done]
     dec = backbone.model
     t0 = time.time()
-    # sort by length within windows of 16 batches: little padding per batch, and a run cut short by its budget has
-    # still covered the corpus in its (shuffled) order instead of only its shortest prompts
     seq = {p["id"]: format_prompt(backbone, p["prompt"]) for p in todo}  # tokenized once, for sorting and batches
     todo = by_length_in_windows(todo, batch, lambda p: len(seq[p["id"]]))
     bar = tqdm(total=len(todo), desc="self-distill", unit="prompt", disable=not progress)
