@@ -1,37 +1,8 @@
-"""`mtplite export` and `mtplite inspect`."""
+"""`mtplite inspect`: a bundle's sections and signatures, checked against the MTP contract."""
 import json
-import sys
 from pathlib import Path
 
 from mtplite.errors import UserError
-
-
-def cmd_export(a):
-    from mtplite.export.export import export
-    from mtplite.model.head import check_context, load_head
-    from mtplite.model.load import load_backbone
-
-    try:
-        prefill = sorted({int(x) for x in a.prefill_lengths.split(",") if x.strip()})
-    except ValueError:
-        raise UserError(f"--prefill-lengths '{a.prefill_lengths}': give comma-separated ints, e.g. 32,128") from None
-    if not prefill or min(prefill) < 1:
-        raise UserError("--prefill-lengths: give at least one positive length")
-    quant = None
-    if a.quant and a.quant != "none":
-        from mtplite.quantize.quantize import parse_recipe
-
-        quant = parse_recipe(a.quant)
-    check_context(a.context)
-    bb = load_backbone(a.backbone)
-    head, doc = load_head(a.head, bb.fingerprint)
-    from mtplite.export.export import load_standalone
-
-    man = export(bb, head, doc, a.out, cache_len=a.cache_length, prefill_lengths=prefill, K=a.k or None, quant=quant,
-                 progress=lambda s: print(f"[export] {s}", file=sys.stderr), standalone=load_standalone(a.head, bb),
-                 context=a.context)
-    print(json.dumps({"out": a.out, "litertlm_bytes": man["litertlm_bytes"], "file_bytes": man["file_bytes"],
-                      "quantization": man["quantization"], "export_seconds": man["export_seconds"]}))
 
 
 def inspect_bundle(out):
@@ -66,20 +37,6 @@ def cmd_inspect(a):
 
 
 def register(sub):
-    from mtplite.cli import CONTEXT
-
-    e = sub.add_parser("export", help="export backbone + head to LiteRT graphs and a .litertlm bundle")
-    e.add_argument("--backbone", default="gemma3-270m")
-    e.add_argument("--head", required=True)
-    e.add_argument("--out", required=True)
-    e.add_argument("--quant", default="none", help="none | int8 | int4-b32 | backbone=int8,head=int8,embedder=int8")
-    e.add_argument("--cache-length", type=int, default=512)
-    e.add_argument("--prefill-lengths", default="32,128")
-    e.add_argument("--k", type=int, default=0, help="drafts per cycle (default: the head's K)")
-    e.add_argument("--context", type=int, default=CONTEXT,
-                   help="also write drafter_ctx.tflite, whose head drafts up to this many ids of the text outside its "
-                        "draft vocabulary (our runtime; the .litertlm keeps the plain drafter); 0 = off")
-    e.set_defaults(fn=cmd_export)
     i = sub.add_parser("inspect", help="list sections/signatures of a bundle and check the MTP contract")
     i.add_argument("out")
     i.add_argument("--json", action="store_true")

@@ -9,13 +9,15 @@ import mmap
 import struct
 from pathlib import Path
 
-
 from mtplite.errors import UserError
-from mtplite.runtime.lookup import DRAFTS, HYBRID_NGRAMS
 
 DTYPES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 6: "bool", 7: "int16", 9: "int8", 17: "int4",
           10: "float64", 16: "uint32"}
 FORMAT_VERSION = 1
+# The manifest's drafting settings (written by `mtplite calibrate`, read by the runtimes):
+DRAFTS = ("mtp", "hybrid", "lookup")  # settings.draft: who drafts (also `generate --draft`), or "off" for none
+HYBRID_NGRAMS = (1, 2, 3)  # settings.hybrid_min_ngram: the shortest lookup match hybrid copies (at most 3 tokens)
+HYBRID_MIN_NGRAM = 1  # where the bundle holds no measured choice
 
 
 def _tflite_signatures(buf, where):
@@ -227,9 +229,11 @@ def _manifest_fields(man, where):
     g = (settings or {}).get("min_prob", 0.0)
     if isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 <= g <= 1:
         raise UserError(f"{where}: settings.min_prob = {g!r} must be a number in [0, 1]; re-run `mtplite calibrate`")
+    if (settings or {}).get("K") == "off":  # calibrations before settings.draft could say "off"
+        settings.update(K=man["K"], draft="off")
     d = (settings or {}).get("draft", "mtp")
-    if d not in DRAFTS:
-        raise UserError(f"{where}: settings.draft = {d!r} must be mtp, hybrid or lookup; re-run `mtplite calibrate`")
+    if d not in DRAFTS + ("off",):
+        raise UserError(f"{where}: settings.draft = {d!r} must be mtp, hybrid, lookup or off; re-run `mtplite calibrate`")
     hm = (settings or {}).get("hybrid_min_ngram", {})
     if not isinstance(hm, dict) or any(k not in ("drafter", "drafter_ctx") or isinstance(v, bool) or v not in HYBRID_NGRAMS
                                        for k, v in hm.items()):

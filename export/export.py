@@ -5,7 +5,6 @@ OUT/android/                backbone.tflite, embedder.tflite, drafter.tflite, to
 Everything is written into a temporary dir next to OUT and checked against the contract first; the final files are
 moved into place only when all of them exist, manifest last, so an interrupted export leaves no bundle behind.
 """
-import hashlib
 import json
 import os
 import shutil
@@ -16,7 +15,9 @@ import torch
 
 from mtplite.errors import UserError
 from mtplite.export import graphs as G
-from mtplite.export.contract import FORMAT_VERSION, check_contract, read_tflite
+from mtplite.export.bundle import (build_litertlm, bundle_identity, context_manifest, head_fingerprint,
+                                   llm_metadata, make_manifest, write_bench_prompts, write_tokenizer)
+from mtplite.export.contract import check_contract, read_tflite
 
 
 def _convert(signatures, path, quant_config=None):
@@ -55,7 +56,7 @@ def export_graphs(backbone, head, tmp, cache_len, prefill_lengths, K, progress=p
     return time.time() - t0
 
 
-def export_standalone(sd_model, path, cache_len, prefill_lengths, quant, progress=print):
+def export_standalone(sd_model, path, cache_len, prefill_lengths, progress=print):
     """The standalone drafter baseline as its own .tflite (never inside model.litertlm)."""
     c = sd_model.c
     full, nolog = G.StandaloneGraph(sd_model, True), G.StandaloneGraph(sd_model, False)
@@ -63,10 +64,6 @@ def export_standalone(sd_model, path, cache_len, prefill_lengths, quant, progres
     sigs += [("decode", full, G.standalone_sample(c, 1, cache_len))]
     progress("converting standalone drafter baseline")
     _convert(sigs, path)
-    if quant and quant.get("drafter", "float") != "float":
-        from mtplite.quantize.quantize import quantize_file
-
-        quantize_file(path, path, quant["drafter"])
 
 
 def load_standalone(head_dir, backbone):
@@ -93,118 +90,13 @@ def load_standalone(head_dir, backbone):
     return m.eval()
 
 
-def write_tokenizer(backbone, path):
-    tok = backbone.tokenizer
-    if not hasattr(tok, "backend_tokenizer"):
-        raise UserError(f"{backbone.spec}: only fast (tokenizer.json) tokenizers can be bundled")
-    Path(path).write_text(tok.backend_tokenizer.to_str())
-
-
-def llm_metadata(backbone, cache_len, path):
-    llm_metadata_from_manifest({"bos_id": backbone.bos_id, "eos_ids": backbone.eos_ids, "cache_length": cache_len}, path)
-
-
-def llm_metadata_from_manifest(man, path):
-    lines = []
-    if man.get("bos_id") is not None:
-        lines.append(f"start_token {{ token_ids {{ ids: {man['bos_id']} }} }}")
-    for e in man["eos_ids"]:
-        lines.append(f"stop_tokens {{ token_ids {{ ids: {e} }} }}")
-    lines.append(f"max_num_tokens: {man['cache_length']}")
-    lines.append("llm_model_type { generic_model {} }")
-    Path(path).write_text("\n".join(lines) + "\n")
-
-
-def build_litertlm(tmp, out_file):
-    from litert_lm_builder import DType, LitertLmFileBuilder, Metadata, TfLiteModelType
-
-    b = LitertLmFileBuilder()
-    b.add_system_metadata(Metadata(key="Authors", value="mtplite", dtype=DType.STRING))
-    b.add_llm_metadata(str(tmp / "llm_metadata.textproto"))
-    b.add_hf_tokenizer(str(tmp / "tokenizer.json"))
-    b.add_tflite_model(str(tmp / "backbone.tflite"), TfLiteModelType.PREFILL_DECODE)
-    b.add_tflite_model(str(tmp / "embedder.tflite"), TfLiteModelType.EMBEDDER)
-    b.add_tflite_model(str(tmp / "drafter.tflite"), TfLiteModelType.MTP_DRAFTER)
-    with open(out_file, "wb") as f:
-        b.build(f)
-
-
-def write_bench_prompts(backbone, path):
-    """The benchmark prompts pre-tokenized for the Android demo (it has no HF tokenizer)."""
-    from mtplite.runtime.bench import default_prompts, load_prompts
-    from mtplite.train.distill import format_prompt
-
-    try:
-        prompts = load_prompts(default_prompts())
-    except UserError:
-        prompts = [{"id": "demo-0", "task": "freeform", "prompt": "The three primary colors are"}]
-    with open(path, "w") as f:
-        for p in prompts:
-            f.write(json.dumps({"id": p["id"], "task": p["task"], "ids": format_prompt(backbone, p["prompt"])}) + "\n")
-
-
-def file_sha(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()[:16]
-
-
-def bundle_identity(d):
-    shas = {f: file_sha(d / f) for f in ("backbone.tflite", "embedder.tflite", "drafter.tflite", "tokenizer.json",
-                                         "standalone.tflite", "drafter_ctx.tflite") if (d / f).exists()}
-    return {"files_sha256": shas,
-            "bundle_fingerprint": hashlib.sha256(json.dumps(shas, sort_keys=True).encode()).hexdigest()[:16]}
-
-
-def make_manifest(backbone, head, head_doc, cache_len, prefill_lengths, K, sigs, quant, sizes):
-    c = backbone.model.c
-    return {
-        "format": "mtplite-bundle", "format_version": FORMAT_VERSION, "created_by": "mtplite export",
-        "backbone_spec": backbone.spec, "backbone_fingerprint": backbone.fingerprint,
-        "head_fingerprint": head_doc.get("head_fingerprint"), "head_target_quant": head_doc.get("target_quant"),
-        "head_split": head_doc.get("split"),
-        "head_val_templates": head_doc.get("val_templates"),
-        "family": c.family,
-        "K": K, "cache_length": cache_len, "prefill_lengths": list(prefill_lengths), "vocab_size": c.vocab_size,
-        "draft_vocab_size": head.c.draft_vocab_size, "hidden_size": c.hidden_size, "num_layers": c.num_layers,
-        "num_kv_heads": c.num_kv_heads, "head_dim": c.head_dim, "read_layers": list(head.c.read_layers),
-        "kv_layout": {"k": "[1, num_kv_heads, cache_length, head_dim] (sequence axis 2)",
-                      "v": "[1, num_kv_heads, head_dim, cache_length] (sequence axis 3)",
-                      "names": ["kv_cache_k_<layer>", "kv_cache_v_<layer>"]},
-        "mask": "float32 additive: 0 = attend, -1e9 = masked",
-        "drafter_input_pos": "position of the newest token (its KV is not cached yet); same for all K steps",
-        "files": {"backbone": "backbone.tflite", "embedder": "embedder.tflite", "drafter": "drafter.tflite",
-                  "tokenizer": "tokenizer.json"},
-        "file_bytes": sizes,
-        "signatures": sigs,
-        "quantization": quant,
-        "bos_id": backbone.bos_id, "eos_ids": list(backbone.eos_ids),
-        "chat_template": backbone.tokenizer.chat_template if backbone.chat else None,
-        "settings": {"K": K, "source": "export default (run `mtplite calibrate` to measure)"},
-    }
-
-
-def head_fingerprint(head):
-    h = hashlib.sha256()
-    for k, v in sorted(head.state_dict().items()):
-        h.update(k.encode())
-        h.update(v.detach().float().contiguous().numpy().tobytes())
-    return h.hexdigest()[:16]
-
-
-def context_manifest(backbone, head, d, M):
-    """manifest["context_drafter"]: what the runtime needs to fill drafter_ctx's context inputs."""
-    return {"file": "drafter_ctx.tflite", "bytes": (d / "drafter_ctx.tflite").stat().st_size, "max_ids": M,
-            "space_ids": head.draft_ids_t.tolist(), "embed_scale": float(backbone.model.c.embed_scale),
-            "copy_rows": head.copy is not None, "signatures": read_tflite(d / "drafter_ctx.tflite")[0]}
-
-
-def export(backbone, head, head_doc, out, cache_len=512, prefill_lengths=(32, 128), K=None, quant=None,
-           progress=print, standalone=None, context=128):
+def export(backbone, head, head_doc, out, cache_len=512, prefill_lengths=(32, 128), quantize=None, progress=print,
+           standalone=None):
+    """K and the context draft space's size are the head's own (head.json). `quantize(dir)`, when given, rewrites
+    the float graphs in the staging dir and returns the recipe per graph (mtplite.quantize.quantize.quantizer): a
+    later stage handed in by the caller, so the bundle is checked and moved into place only once, quantized."""
     out = Path(out)
-    K = K or head.c.K
+    K, context = head.c.K, head.c.context
     if cache_len < max(prefill_lengths) or cache_len < K + 2:
         raise UserError(f"--cache-length {cache_len} must be >= the largest prefill length {max(prefill_lengths)}")
     if K < 1:
@@ -224,11 +116,9 @@ def export(backbone, head, head_doc, out, cache_len=512, prefill_lengths=(32, 12
     tmp.mkdir()
     try:
         t = export_graphs(backbone, head, tmp, cache_len, prefill_lengths, K, progress, context)
-        qinfo = {"backbone": "float", "embedder": "float", "drafter": "float"}
-        if quant:
-            from mtplite.quantize.quantize import quantize_files
-
-            qinfo = quantize_files(tmp, quant, progress)
+        if standalone is not None:
+            export_standalone(standalone, tmp / "standalone.tflite", cache_len, prefill_lengths, progress)
+        qinfo = quantize(tmp) if quantize else {"backbone": "float", "embedder": "float", "drafter": "float"}
         sigs = {g: read_tflite(tmp / f"{g}.tflite")[0] for g in ("backbone", "embedder", "drafter")}
         head_doc = {**head_doc, "head_fingerprint": head_fingerprint(head)}
         write_tokenizer(backbone, tmp / "tokenizer.json")
@@ -237,7 +127,6 @@ def export(backbone, head, head_doc, out, cache_len=512, prefill_lengths=(32, 12
         if context:
             man["context_drafter"] = context_manifest(backbone, head, tmp, context)
         if standalone is not None:
-            export_standalone(standalone, tmp / "standalone.tflite", cache_len, prefill_lengths, quant, progress)
             man["standalone"] = {"file": "standalone.tflite", "bytes": (tmp / "standalone.tflite").stat().st_size,
                                  "num_layers": standalone.c.num_layers,
                                  "signatures": read_tflite(tmp / "standalone.tflite")[0]}

@@ -13,6 +13,8 @@ The names are the interface between Python, the bundle and Kotlin; they are defi
 import torch
 from torch import nn
 
+from mtplite.model.decoder import kv_shapes
+
 
 def k_name(i):
     return f"kv_cache_k_{i}"
@@ -74,8 +76,8 @@ class DrafterCtxGraph(nn.Module):
 def kv_samples(c, C, layers=None):
     kv = {}
     for i in layers if layers is not None else range(c.num_layers):
-        kv[k_name(i)] = torch.zeros(1, c.num_kv_heads, C, c.head_dim)
-        kv[v_name(i)] = torch.zeros(1, c.num_kv_heads, c.head_dim, C)
+        ks, vs = kv_shapes(c, C)
+        kv[k_name(i)], kv[v_name(i)] = torch.zeros(ks), torch.zeros(vs)
     return kv
 
 
@@ -87,7 +89,7 @@ def backbone_sample(c, T, C):
 def drafter_sample(c, hc, C):
     kv = kv_samples(c, C, hc.read_layers)
     if hc.copy_heads:  # the copy read takes layer 0's V only
-        kv.setdefault(v_name(0), torch.zeros(1, c.num_kv_heads, c.head_dim, C))
+        kv.setdefault(v_name(0), torch.zeros(kv_shapes(c, C)[1]))
     return {"activations": torch.zeros(1, 1, 2 * c.hidden_size), "input_pos": torch.zeros(1, dtype=torch.int32),
             "mask": torch.zeros(1, 1, 1, C), **kv}
 

@@ -6,7 +6,8 @@ every family we support gets the same LiteRT-LM contract (float additive masks, 
 without patching litert-torch's per-family export code (0.10's verify mask is built as bool and masks nothing).
 Weights are copied from the Hugging Face model that transformers loads (checkpoint dir or GGUF).
 
-KV layout (the LiteRT-LM default): K `[B, KVH, C, D]` (sequence axis 2), V `[B, KVH, D, C]` (sequence axis 3).
+KV layout (the LiteRT-LM default): K `[B, KVH, C, D]` (sequence axis 2), V `[B, KVH, D, C]` (sequence axis 3);
+`kv_shapes` and `v_rows` below are its one definition, used by training, export, both runtimes' readers and the tests.
 Family quirks live in `DecoderConfig` flags, read from the HF config in `config_from_hf`.
 """
 import math
@@ -141,6 +142,19 @@ def window_mask(q_pos, cache_len, window, dtype):
     k_pos = torch.arange(cache_len, dtype=torch.int32)
     far = (q_pos[:, None].to(torch.int32) - k_pos[None, :]) >= window
     return torch.where(far, torch.tensor(NEG_INF, dtype=dtype), torch.tensor(0.0, dtype=dtype))
+
+
+def kv_shapes(c, cache_len, batch=1):
+    """One layer's (K shape, V shape): V is stored transposed so that decode's P @ V reads it without a transpose."""
+    return (batch, c.num_kv_heads, cache_len, c.head_dim), (batch, c.num_kv_heads, c.head_dim, cache_len)
+
+
+def v_rows(v, positions=None):
+    """A V cache [B,KVH,D,C] as rows [B,n,KVH*D] (heads concatenated) at `positions` (all C when None): the copy read
+    and the context draft space read layer 0's rows this way. Torch tensor or numpy array."""
+    x = v if positions is None else v[..., positions]
+    B, KVH, D, n = x.shape
+    return x.swapaxes(1, 3).swapaxes(2, 3).reshape(B, n, KVH * D)  # [B,n,KVH,D], copied contiguous as reshape does
 
 
 def write_cache(kc, vc, k_new, v_new, pos):
@@ -302,14 +316,8 @@ class Decoder(nn.Module):
         return (self.logits(act) if return_logits else None), act, new_kv
 
     def empty_cache(self, cache_len, batch=1, dtype=torch.float32):
-        c = self.c
-        return [
-            (
-                torch.zeros(batch, c.num_kv_heads, cache_len, c.head_dim, dtype=dtype),
-                torch.zeros(batch, c.num_kv_heads, c.head_dim, cache_len, dtype=dtype),
-            )
-            for _ in range(c.num_layers)
-        ]
+        ks, vs = kv_shapes(self.c, cache_len, batch)
+        return [(torch.zeros(ks, dtype=dtype), torch.zeros(vs, dtype=dtype)) for _ in range(self.c.num_layers)]
 
 
 def causal_mask(pos, cache_len, dtype=torch.float32):

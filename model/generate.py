@@ -164,15 +164,14 @@ def torch_steps(backbone, head=None, cache_len=512, dtype=torch.float32, exact=F
         return out
 
     def context_space(pos):
-        from mtplite.model.head import context_ids, unit_rms
+        from mtplite.model.head import context_ids, context_rows
 
         found = context_ids(hist[:pos], head.vocab_map, head.space, context)
         if not found:
             return None, []
         ids = [t for t, _ in found]
         emb = dec.embed_tokens.weight[torch.tensor(ids)].to(dtype)[None]
-        v0 = state["kv"][0][1]  # [1,KVH,D,C]: layer 0's V row of a position is a function of its token alone
-        rows = unit_rms(v0[0, :, :, [j for _, j in found]].permute(2, 0, 1).reshape(len(ids), -1).float()).to(dtype)[None]
-        return (emb, rows if head.copy is not None else None, torch.zeros(1, 1, len(ids), dtype=dtype)), ids
+        rows = context_rows(state["kv"][0][1], [j for _, j in found]).to(dtype)[None] if head.copy is not None else None
+        return (emb, rows, torch.zeros(1, 1, len(ids), dtype=dtype)), ids
 
     return prefill, decode, verify, draft

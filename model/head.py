@@ -17,7 +17,7 @@ Copy read (copy_heads > 0): layer 0's V cache is a function of each cached token
 embedding), so it is a token-identity table of the text, already in the shared buffers. The head matches its query
 against it (the token at j and at j-1, unrotated: content, not position), reads the identity of the token at j+1, and
 adds pointer logits for it: induction-style copying, which the learned attention over late layers did not learn from
-the topic corpus (it got 34% of the benchmark positions prompt lookup copies right, notes/PERF.md session 9).
+the topic corpus (it got a third of the positions prompt lookup copies right; notes/PERF.md, 'Copy read').
 """
 import json
 import math
@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from mtplite.model.decoder import NEG_INF, RMSNorm, attend, rope, window_mask
+from mtplite.model.decoder import NEG_INF, RMSNorm, attend, rope, v_rows, window_mask
 
 
 @dataclass
@@ -39,30 +39,38 @@ class HeadConfig:
     read_layers: list  # backbone layers whose KV the head reads
     rope_theta: list  # per read layer
     sliding_window: list  # per read layer, 0 = global
-    intermediate_size: int
-    draft_vocab_size: int
     vocab_size: int
     K: int = 3
     rms_eps: float = 1e-6
-    norm_offset: bool = False
     act: str = "silu"
     attn_scale: float = 0.0
     draft_ids: list = field(default_factory=list)  # draft index -> full vocab id (frequency ranked)
-    copy_heads: int = 0  # pointer heads over layer 0's V cache (0 = none: heads saved before it load unchanged)
-    copy_follow: int = 0  # frequencies of the carried read-position code (0: re-match at every draft step)
+    copy_heads: int = 0  # pointer heads over layer 0's V cache (0 = none)
     context: int = 0  # the context draft space it trained with: ids of the text outside the draft space (see step)
     copy_exact: float = 0.0  # nats added to the pointer logit of a token read (near) exactly (see CopyRead.forward)
 
+    # What follows is built in, not configured: each was measured once and has one value.
+    @property
+    def draft_vocab_size(self):
+        return len(self.draft_ids)
+
+    @property
+    def intermediate_size(self):  # the MLP is twice the hidden size wide
+        return 2 * self.hidden_size
+
+    @property
+    def copy_follow(self):  # frequencies of the carried read-position code: the pointer continues its match
+        return default_follow(self.hidden_size, self.copy_heads)
+
     def to_json(self):
-        d = asdict(self)
-        return d
+        return asdict(self)
 
 
 MAX_COPY_HEADS = 8
-MAX_FOLLOW = 64
+CONTEXT = 128  # the context draft space a head trains with by default: ids of the text outside its draft vocabulary
 # The carried step index, in units the backbone's final-normed activation does not reach (|h| < FLAG / 2; on 64
-# distilled rows each Gemma 3 270M's max |h| is 133, 23 in the last dim, SmolLM2's 55 and 5: scripts/
-# activation_range.py, results/micro/activation_range.json): at the first draft
+# distilled rows each Gemma 3 270M's max |h| is 133, 23 in the last dim, SmolLM2's 55 and 5:
+# results/micro/activation_range.json): at the first draft
 # step the engine hands the head the backbone's h, so a small value in the flag slot means "step 1". Training
 # refuses a backbone whose h gets there (train.rollout_loss). Multiples of 4096 stay exact in fp16 up to step 15.
 FLAG = 4096.0
@@ -83,29 +91,6 @@ def check_copy_heads(n, flag="--copy-heads"):
 
     if not 0 <= n <= MAX_COPY_HEADS:
         raise UserError(f"{flag} {n}: use 0 (none) to {MAX_COPY_HEADS}")
-
-
-def max_follow(hidden_size):
-    """The most frequencies a head of this hidden size takes: the slot (2F + 1 dims) fits in a quarter of it."""
-    return min(MAX_FOLLOW, (hidden_size // 4 - 1) // 2)
-
-
-def check_follow(arg, hidden_size, copy_heads, flag="--copy-follow"):
-    """--copy-follow: 'auto' (default_follow), 0 (re-match at every draft step) or a frequency count."""
-    from mtplite.errors import UserError
-
-    if str(arg).strip().lower() == "auto":
-        return default_follow(hidden_size, copy_heads)
-    try:
-        f = int(arg)
-    except ValueError:
-        f = -1
-    if f and not copy_heads:
-        raise UserError(f"{flag} {arg}: following a match needs pointer heads; give --copy-heads 1 or more, or {flag} 0")
-    if not 0 <= f <= max_follow(hidden_size):
-        raise UserError(f"{flag} {arg}: use auto, 0 (off) or 1-{max_follow(hidden_size)} "
-                        f"(the code takes 2N + 1 of the carried activation's {hidden_size} dims)")
-    return f
 
 
 def default_read_layers(c):
@@ -132,16 +117,13 @@ def default_follow(hidden_size, copy_heads, F=16):
     return max(0, min(F, (hidden_size // 8 - 1) // 2))
 
 
-def head_config(bc, draft_ids, K=3, read_layers=None, intermediate_size=None, copy_heads=0,
-                copy_follow=0, context=0):
+def head_config(bc, draft_ids, K=3, read_layers=None, copy_heads=0, context=0):
     rl = read_layers or default_read_layers(bc)
     return HeadConfig(
         hidden_size=bc.hidden_size, num_heads=bc.num_heads, num_kv_heads=bc.num_kv_heads, head_dim=bc.head_dim,
         read_layers=list(rl), rope_theta=[bc.rope_theta[i] for i in rl], sliding_window=[bc.sliding_window[i] for i in rl],
-        intermediate_size=intermediate_size or 2 * bc.hidden_size, draft_vocab_size=len(draft_ids),
-        vocab_size=bc.vocab_size, K=K, rms_eps=bc.rms_eps, norm_offset=bc.norm_offset,
-        act=bc.act, attn_scale=bc.attn_scale, draft_ids=list(map(int, draft_ids)), copy_heads=copy_heads,
-        copy_follow=copy_follow, context=context)
+        vocab_size=bc.vocab_size, K=K, rms_eps=bc.rms_eps, act=bc.act, attn_scale=bc.attn_scale,
+        draft_ids=list(map(int, draft_ids)), copy_heads=copy_heads, context=context)
 
 
 class HeadBlock(nn.Module):
@@ -206,6 +188,12 @@ def context_ids(history, space_map, space, M):
     return [(int(h[p]), int(p)) for p in rev[np.sort(first)[:M]]]
 
 
+def context_rows(v0, positions):
+    """[n,dt] layer 0's V rows at `positions` of a cache [1,KVH,D,C] (torch or numpy), unit RMS: the rows the copy read
+    scores the context draft space's ids by (equal to token_rows of the ids cached there)."""
+    return unit_rms(v_rows(torch.as_tensor(v0), list(positions))[0].float())
+
+
 def follow_freqs(F, span=4096, tries=64):
     """F frequencies in (0.05, pi) whose mean-cosine kernel stays lowest off its peak over `span` positions (random
     draws, the best of `tries`; deterministic). Evenly spaced or golden-ratio ones alias: their kernel nears 1 again
@@ -241,7 +229,7 @@ class CopyRead(nn.Module):
       read; the current token's term then checks that the draft fed back is the token read there. The carried step
       index (see MTPHead.unpack) routes the cached rows: at step 2 the row at pos-1 is the previous-but-one token.
       Re-matching alone lost most at later steps: cumulative acceptance by depth 0.66 / 0.49 / 0.34 against lookup's
-      0.78 / 0.70 / 0.66 (notes/PERF.md, session 11).
+      0.78 / 0.70 / 0.66 (notes/PERF.md).
     """
 
     def __init__(self, c: HeadConfig):
@@ -320,7 +308,7 @@ class CopyRead(nn.Module):
         (residual add [B,T,H], logits [B,T,N(+M)], this step's read-position code [B,T,2F] or None)."""
         B, T, _ = x.shape
         C = v0.shape[-1]
-        E = unit_rms(v0.permute(0, 3, 1, 2).reshape(v0.shape[0], C, self.dt))  # [B,C,dt]
+        E = unit_rms(v_rows(v0))  # [B,C,dt]
         xn = self.norm(x)
         P = self.codes(C) if self.follow else None  # once per step: scores and this step's code both use it
         s = self.scores(xn, E, pos, emb, k, code, P)
@@ -347,7 +335,7 @@ class CopyRead(nn.Module):
             # " were" 0.88, mean |cos| 0.25), so a read of " bought" scores " buy" only ~3 nats lower and the
             # vocabulary logits, which model the grammar, decide which form is copied. A bonus for a near-exact read
             # (cosine > EXACT_COS) keeps the copied form; its size is chosen on held-out rows
-            # (scripts/tune_copy_exact.py; notes/PERF.md, session 24).
+            # (see notes/PERF.md).
             bonus = lambda z: (self.exact / (1 - EXACT_COS)) * torch.relu(z.float() / strength - EXACT_COS)  # noqa: E731
             logits = logits + bonus(logits).to(logits.dtype)
             if ctx is not None:
@@ -381,7 +369,7 @@ class MTPHead(nn.Module):
         self.emb_norm = RMSNorm(H, c.rms_eps, False)
         self.hid_norm = RMSNorm(H, c.rms_eps, False)
         self.fc = nn.Linear(2 * H, H, bias=False)
-        self.blocks = nn.ModuleList([HeadBlock(c)])  # one block: a second measured no gain (notes/PERF.md, session 24)
+        self.blocks = nn.ModuleList([HeadBlock(c)])  # one block: a second measured no gain (notes/PERF.md)
         self.copy = CopyRead(c) if c.copy_heads else None
         self.out_norm = RMSNorm(H, c.rms_eps, False)
         self.draft_head = nn.Linear(H, c.draft_vocab_size, bias=False)
@@ -441,7 +429,7 @@ class MTPHead(nn.Module):
         they are not tied) and their layer-0 V rows (token_rows). Each gets the logit a draft-vocabulary id would
         have: those rows on the head's output plus the copy read's pointer logit. A copied token is often a rare one
         (a name, a number): 12% of the benchmark's rewrite and summarize positions had a label outside Gemma's 4,096-id
-        draft vocabulary, and most of those labels occur earlier in the text (notes/PERF.md, session 17)."""
+        draft vocabulary, and most of those labels occur earlier in the text (notes/PERF.md)."""
         H = self.c.hidden_size
         C = kv[0][1].shape[-1]
         emb, act = x2[..., :H], x2[..., H:]
@@ -516,16 +504,22 @@ def save_head(head: MTPHead, out_dir, meta: dict):
     with atomic_path(out / "head.safetensors") as tmp:
         save_file(sd, str(tmp), metadata={"format": "pt"})
     # the head's own config wins: meta may be a loaded head.json (its old config) carried over to a changed head
-    # version 2: the retired experiments' fields are gone from the config (see RETIRED)
-    doc = {"format": "mtplite-head", "version": 2, "config": head.c.to_json(),
+    doc = {"format": "mtplite-head", "version": HEAD_VERSION, "config": head.c.to_json(),
            **{k: v for k, v in meta.items() if k not in ("format", "version", "config")}}
     write_text_atomic(out / "head.json", json.dumps(doc, indent=1))
 
 
+# version 2: the retired experiments' fields are gone (RETIRED); 3: fields with one built-in value are gone (BUILT_IN)
+HEAD_VERSION = 3
 # Config fields of experiments that did not pay, retired (their code is in git tag lab-before-retire-39): a head
 # saved with the value that is now built in loads; one that used the experiment is refused with the reason.
 RETIRED = {"copy_ngram": (3, "the bigram pointer (copy_ngram 2)"), "copy_ids": ([], "copy-only ids (--copy-vocab)"),
            "num_blocks": (1, "more than one block (--blocks)")}
+UNUSED = ("norm_offset",)  # copied from the backbone's config, never read by the head (its norms have no offset)
+# Fields a version-2 head.json holds that are now properties of the config: each must have the built-in value.
+BUILT_IN = {"draft_vocab_size": lambda c: len(c.get("draft_ids", [])),
+            "intermediate_size": lambda c: 2 * c.get("hidden_size", 0),
+            "copy_follow": lambda c: default_follow(c.get("hidden_size", 0), c.get("copy_heads", 0))}
 
 
 def _current(cfg, version):
@@ -533,16 +527,23 @@ def _current(cfg, version):
     cfg = dict(cfg)
     if version < 2 and cfg.get("copy_heads") and "copy_ngram" not in cfg:
         cfg["copy_ngram"] = 2  # saved before the trigram pointer, whose field then did not exist
+    for k in UNUSED:
+        cfg.pop(k, None)
     for k, (built_in, what) in RETIRED.items():
         if k in cfg and cfg.pop(k) != built_in:
             raise ValueError(f"trained with {what}, which was retired (git tag lab-before-retire-39); retrain the head")
+    for k, value in BUILT_IN.items():
+        if k in cfg:
+            v = cfg.pop(k)
+            if v != value(cfg):
+                raise ValueError(f"{k}={v!r}, where every head now has {value(cfg)!r} (retired: git tag "
+                                 "lab-before-redesign-39); retrain the head")
     return cfg
 
 
 def _validate(c: HeadConfig):
     """Every field a hostile head.json could set, checked before anything is allocated from it."""
-    ints = ("hidden_size", "num_heads", "num_kv_heads", "head_dim", "intermediate_size", "draft_vocab_size",
-            "vocab_size", "K")
+    ints = ("hidden_size", "num_heads", "num_kv_heads", "head_dim", "vocab_size", "K")
     for k in ints:
         v = getattr(c, k)
         if not isinstance(v, int) or isinstance(v, bool) or not 0 < v < (1 << 22):
@@ -551,11 +552,6 @@ def _validate(c: HeadConfig):
         raise ValueError("num_heads must be a multiple of num_kv_heads, K <= 16")
     if not isinstance(c.copy_heads, int) or isinstance(c.copy_heads, bool) or not 0 <= c.copy_heads <= MAX_COPY_HEADS:
         raise ValueError(f"copy_heads={c.copy_heads!r} must be 0-{MAX_COPY_HEADS}")
-    f = c.copy_follow
-    if not isinstance(f, int) or isinstance(f, bool) or not 0 <= f <= MAX_FOLLOW:
-        raise ValueError(f"copy_follow={f!r} must be 0-{MAX_FOLLOW}")
-    if f and (not c.copy_heads or f > max_follow(c.hidden_size)):
-        raise ValueError(f"copy_follow={f} needs copy_heads > 0 and 2*{f}+1 <= hidden_size/4")
     n = len(c.read_layers) if isinstance(c.read_layers, list) else -1
     if not 0 < n <= 8 or any(not isinstance(x, int) or isinstance(x, bool) or x < 0 for x in c.read_layers):
         raise ValueError("read_layers must be 1-8 layer indices")
@@ -564,8 +560,8 @@ def _validate(c: HeadConfig):
         if not isinstance(v, list) or len(v) != n or any(not isinstance(x, (int, float)) or isinstance(x, bool)
                                                          or not 0 <= x < 1e12 for x in v):
             raise ValueError(f"{k} must hold one non-negative number per read layer")
-    if not isinstance(c.draft_ids, list) or len(c.draft_ids) != c.draft_vocab_size or len(set(c.draft_ids)) != len(c.draft_ids):
-        raise ValueError("draft_ids must list draft_vocab_size distinct token ids")
+    if not isinstance(c.draft_ids, list) or not c.draft_ids or len(set(c.draft_ids)) != len(c.draft_ids):
+        raise ValueError("draft_ids must list distinct token ids")
     x = c.copy_exact
     if not isinstance(x, (int, float)) or isinstance(x, bool) or not 0 <= x <= 64 or (x and not c.copy_heads):
         raise ValueError(f"copy_exact={x!r} must be 0-64 nats, and only with copy_heads > 0")
@@ -574,7 +570,7 @@ def _validate(c: HeadConfig):
     for k in ("rms_eps", "attn_scale"):
         if not isinstance(getattr(c, k), (int, float)) or isinstance(getattr(c, k), bool):
             raise ValueError(f"{k} must be a number")
-    if c.act not in ("silu", "gelu_tanh") or not isinstance(c.norm_offset, bool):
+    if c.act not in ("silu", "gelu_tanh"):
         raise ValueError("act must be silu or gelu_tanh")
 
 

@@ -213,3 +213,12 @@ def hf_eos(tok):
         if isinstance(i, int) and i >= 0 and i != tok.unk_token_id and i not in ids:
             ids.append(i)
     return ids
+
+
+def format_prompt(backbone, text):
+    """Instruction-tuned backbones see their chat template (that is how they are deployed); base models plain text."""
+    if backbone.chat:
+        msgs = [{"role": "user", "content": text}]
+        s = backbone.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        return list(backbone.tokenizer(s, add_special_tokens=False)["input_ids"])
+    return backbone.encode(text)

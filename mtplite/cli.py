@@ -8,10 +8,6 @@ import os
 import sys
 import time
 
-# ids of the text outside the draft vocabulary the head may also draft (the context draft space, MTPHead.step)
-CONTEXT = 128
-
-
 def _warn_quiet():
     import logging
     import warnings
@@ -42,29 +38,24 @@ def cmd_train(a):
     import torch
 
     from mtplite.errors import UserError
-    from mtplite.model.head import check_context, check_copy_heads, check_follow
+    from mtplite.model.head import check_context, check_copy_heads
     from mtplite.model.load import load_backbone
     from mtplite.train.distill import check_echo
     from mtplite.train.train import pick_device, pick_dtype
 
     if a.k < 1:
         raise UserError(f"--k {a.k}: the head must draft at least 1 token per cycle")
-    if a.distill_batch is not None and a.distill_batch < 1:
-        raise UserError(f"--distill-batch {a.distill_batch}: use at least 1 (default: 64 for large vocabularies)")
     if a.draft_vocab < 16:
         raise UserError(f"--draft-vocab {a.draft_vocab}: use at least 16 (4096 is a good default)")
     check_echo(a.echo)
     check_copy_heads(a.copy_heads)
     check_context(a.context)
-    if a.programs < 0:
-        raise UserError(f"--programs {a.programs}: how many program requests to distill, 0 (none) or more")
     a.copy_exact = _copy_exact(a.copy_exact, a.copy_heads)
     torch.manual_seed(a.seed)
     torch.set_num_threads(a.threads or torch.get_num_threads())
     dev = pick_device(a.device)
     t0 = time.time()
     bb = load_backbone(a.backbone)
-    a.copy_follow = check_follow(a.copy_follow, bb.model.c.hidden_size, a.copy_heads)  # before any distillation
     a.read_layers = _layers(a.read_layers, bb)  # checked before any distillation
     bb.model.to(dev)
     with dev:
@@ -75,17 +66,10 @@ def cmd_train(a):
 def _train(a, bb, t0, dtype):
     from mtplite.data import training_prompts
     from mtplite.errors import UserError
-    from mtplite.model.head import load_head, save_head
-    from mtplite.paths import cache_dir
-    from mtplite.train.distill import distill_with_echo, with_cached
-    from mtplite.train.train import SPLIT, distill_batch, split_rows, template_of, train_head
+    from mtplite.model.head import load_head
+    from mtplite.train.pipeline import build_head, distill_cache, generated_tokens, standalone_baseline, training_rows
 
     budget = a.budget_minutes * 60 if a.budget_minutes else None
-    prompts = training_prompts(seed=a.seed, limit=a.prompts)
-    if a.programs:  # first, so a data budget distills them before the rest of the corpus
-        from mtplite.data import program_prompts
-
-        prompts = program_prompts(seed=a.seed)[: a.programs] + prompts
     tq = None
     if a.target_quant:
         from mtplite.quantize.fakequant import fake_quantize_backbone_
@@ -93,25 +77,23 @@ def _train(a, bb, t0, dtype):
 
         tq = parse_recipe(a.target_quant)
     # greedy data depends on the numerics it came from: a quantized target gets its own cache file
-    tag = "" if not tq else "-q-" + "-".join(f"{g}{r}" for g, r in sorted(tq.items()))
-    data = cache_dir() / "distill" / f"{bb.fingerprint}-n{a.max_new}{tag}.jsonl"
-    data.parent.mkdir(parents=True, exist_ok=True)
-    corpus = None
+    cache = distill_cache(bb, a.max_new, "" if not tq else "-q-" + "-".join(f"{g}{r}" for g, r in sorted(tq.items())))
+    corpus, prompts = [], training_prompts(seed=a.seed, limit=a.prompts)
     if a.data:  # committed corpora replace this run's distillation; checked against the backbone first
-        from mtplite.data.corpus import check_corpus, load_corpus
+        from mtplite.data.corpus import load_corpus
+        from mtplite.train.distill import check_corpus
 
         if tq:
             raise UserError("--data with --target-quant: a corpus holds the float backbone's greedy tokens, not the "
                             "quantized one's; drop --data to distil against the quantized backbone")
-        extra = [f for f, v in (("--echo", a.echo), ("--programs", a.programs)) if v]
-        if extra:
-            raise UserError(f"{extra[0]} distils new prompts, and --data trains on the corpus alone; distil them into "
+        if a.echo:
+            raise UserError("--echo distils new prompts, and --data trains on the corpus alone; distil them into "
                             "the corpus first (mtplite distill) or drop --data")
         corpus, metas = load_corpus(a.data)
         if not corpus:
             raise UserError(f"{' '.join(a.data)}: no corpus rows (shard-*.npz) found")
         check_corpus(bb, corpus, metas)
-    # --data-share of the budget at most for new data; what is already cached is free
+        prompts = []
     bb.model.to(dtype)
     if tq:  # the in-memory copy only; the backbone on disk and its fingerprint stay the float ones
         fake_quantize_backbone_(bb.model, tq)
@@ -123,47 +105,34 @@ def _train(a, bb, t0, dtype):
         if a.copy_exact not in ("auto", 0.0) and not init.c.copy_heads:  # before training, not after it
             raise UserError(f"--copy-exact {a.copy_exact:g}: {a.init_head} has no copy read to sharpen (it was trained "
                             "with --copy-heads 0); omit --copy-exact")
-    if corpus is not None:
-        rows = corpus
-    else:
-        rows = distill_with_echo(bb, prompts, data, echo=a.echo, seed=a.seed, max_new=a.max_new,
-                                 batch=a.distill_batch or distill_batch(bb), dtype=dtype,
-                                 budget_s=budget * a.data_share if budget else None)
-    if a.all_cached:
-        rows = with_cached(rows, data)
-    train_rows, val_rows = split_rows(rows, holdout=0.1, seed=a.seed, held=held)
+    # half the budget at most for new data; what is already cached is free
+    rows = training_rows(bb, corpus, prompts, cache, dtype=dtype, budget_s=budget / 2 if budget else None,
+                         echo=a.echo, seed=a.seed, max_new=a.max_new, all_cached=a.all_cached)
     left = budget - (time.time() - t0) if budget else None
     if left is not None and left < 5:
         raise UserError(f"--budget-minutes {a.budget_minutes} leaves no time to train after data; raise it")
     head = None
-    if a.standalone and os.path.exists(os.path.join(a.out, "head.json")):
+    if a.standalone is not None and os.path.exists(os.path.join(a.out, "head.json")):
         # an existing head for this backbone is kept: --standalone then only adds the baseline
-        head, _ = load_head(a.out, bb.fingerprint)
+        from mtplite.data.splits import split_rows
+
+        head, kept = load_head(a.out, bb.fingerprint)
+        train_rows = split_rows(rows, holdout=0.1, seed=a.seed, held=kept.get("val_templates"))[0]
         print("mtplite: keeping the trained head in --out; training only the standalone baseline", file=sys.stderr)
     if head is None:
-        head, info = train_head(bb, train_rows, K=a.k, draft_vocab_size=a.draft_vocab,
-                                read_layers=a.read_layers, copy_heads=a.copy_heads,
-                                copy_follow=a.copy_follow,
-                                epochs=a.epochs, batch=a.batch, lr=a.lr, budget_s=left, seed=a.seed, val_rows=val_rows,
-                                log=lambda s: print(s, file=sys.stderr), dtype=dtype, init_head=init,
-                                context=a.context, copy_exact=a.copy_exact)
+        meta = {"backbone": a.backbone, "target_quant": tq, "init_head": a.init_head, "all_cached": a.all_cached,
+                "data": a.data}
+        head, doc, train_rows = build_head(
+            bb, rows, a.out, meta, seed=a.seed, held=held, budget_s=left, log=lambda s: print(s, file=sys.stderr),
+            K=a.k, draft_vocab_size=a.draft_vocab, read_layers=a.read_layers, copy_heads=a.copy_heads,
+            epochs=a.epochs, batch=a.batch, lr=a.lr, dtype=dtype, init_head=init, context=a.context,
+            copy_exact=a.copy_exact)
         bb.model.float()
-        head.cpu()
-        n_tok = sum(len(r["tokens"]) - r["prompt_len"] for r in train_rows)
-        meta = {"backbone": a.backbone, "backbone_fingerprint": bb.fingerprint, "seed": a.seed, "split": SPLIT,
-                "val_templates": sorted({r.get("template") or template_of(r["id"]) for r in val_rows}),
-                "target_quant": tq, "init_head": a.init_head, "all_cached": a.all_cached, "data": a.data,
-                "train_sequences": len(train_rows), "train_generated_tokens": n_tok, "val_sequences": len(val_rows),
-                **info}
-        save_head(head, a.out, meta)
-        print(json.dumps({"out": a.out, "best_val_accept_length": info["best_val_accept_length"],
-                          "train_generated_tokens": n_tok, "seconds": round(time.time() - t0, 1)}))
-    if a.standalone:
-        from mtplite.train.standalone import save_standalone, train_standalone
-
-        sd = train_standalone(bb, train_rows, head.c.draft_ids, num_layers=1, epochs=a.epochs, batch=a.batch,
-                              budget_s=a.standalone_minutes * 60 if a.standalone_minutes else None, seed=a.seed)
-        save_standalone(sd.cpu(), a.out, bb.fingerprint)
+        print(json.dumps({"out": a.out, "best_val_accept_length": doc["best_val_accept_length"],
+                          "train_generated_tokens": generated_tokens(train_rows),
+                          "seconds": round(time.time() - t0, 1)}))
+    if a.standalone is not None:
+        standalone_baseline(bb, train_rows, head, a.out, a.standalone, epochs=a.epochs, seed=a.seed)
         print(json.dumps({"out": a.out, "standalone": "standalone.safetensors", "seconds": round(time.time() - t0, 1)}))
 
 
@@ -209,20 +178,22 @@ def cmd_generate(a):
         K = a.k or head.c.K
         if K < 1:
             raise UserError(f"--k {K}: must be >= 1")
-    from mtplite.train.distill import format_prompt
+    from mtplite.model.load import format_prompt
 
     ids = format_prompt(bb, a.prompt)  # the chat template for instruction-tuned backbones, as in training
     cache = a.cache_length
     if len(ids) >= cache:
         raise UserError(f"prompt is {len(ids)} tokens; --cache-length {cache} must be larger")
-    ctx = 0 if a.no_context or head is None else head.c.context or CONTEXT
+    ctx = 0 if a.no_context or head is None else head.c.context
     from mtplite.runtime.lookup import drafting, source_counts
 
     draft = "mtp" if a.draft == "auto" else a.draft
     steps, on_tok, source = drafting(G.torch_steps(bb, head, cache, exact=a.exact, context=ctx), ids, draft if K else "mtp")
     res = G.run(ids, steps, max_new_tokens=a.max_new_tokens, eos_ids=set(bb.eos_ids), K=K,
                 cache_len=cache, should_stop=_stopper(bb, a.stop), on_token=on_tok)
-    _print_result(bb.decode(res["tokens"]), res, K, a, {"draft": draft if K else None, **source_counts(source, res["trace"])})
+    from mtplite.runtime.cli import print_result
+
+    print_result(bb.decode(res["tokens"]), res, K, a, {"draft": draft if K else None, **source_counts(source, res["trace"])})
 
 
 def _stopper(bb, stops):
@@ -231,24 +202,33 @@ def _stopper(bb, stops):
     return lambda ids: any(s in bb.decode(ids) for s in stops)
 
 
-def _print_result(text, res, K, a, extra=None):
-    from mtplite.model.generate import summary
+def cmd_export(a):
+    from mtplite.errors import UserError
+    from mtplite.export.export import export, load_standalone
+    from mtplite.model.head import load_head
+    from mtplite.model.load import load_backbone
+    from mtplite.quantize.quantize import parse_recipe, quantizer
 
-    if a.stop:
-        for s in a.stop:
-            if s in text:
-                text = text[: text.index(s)]
-    doc = {"text": text, "tokens": res["tokens"], "stop_reason": res["stop_reason"], **summary(res, K),
-           "mtp": K > 0, "K": K, **(extra or {})}
-    if a.json:
-        print(json.dumps(doc))
-    else:
-        print(text)
-        if K:
-            print(f"[accept_length {doc['accept_length'] or 0:.2f} over {doc['cycles']} cycles]", file=sys.stderr)
+    try:
+        prefill = sorted({int(x) for x in a.prefill_lengths.split(",") if x.strip()})
+    except ValueError:
+        raise UserError(f"--prefill-lengths '{a.prefill_lengths}': give comma-separated ints, e.g. 32,128") from None
+    if not prefill or min(prefill) < 1:
+        raise UserError("--prefill-lengths: give at least one positive length")
+    log = lambda s: print(f"[export] {s}", file=sys.stderr)
+    quantize = quantizer(parse_recipe(a.quant), log)
+    bb = load_backbone(a.backbone)
+    head, doc = load_head(a.head, bb.fingerprint)
+    man = export(bb, head, doc, a.out, cache_len=a.cache_length, prefill_lengths=prefill, quantize=quantize,
+                 progress=log, standalone=load_standalone(a.head, bb))
+    print(json.dumps({"out": a.out, "litertlm_bytes": man["litertlm_bytes"], "file_bytes": man["file_bytes"],
+                      "quantization": man["quantization"], "export_seconds": man["export_seconds"]}))
 
 
 def main(argv=None):
+    from mtplite.model.head import CONTEXT
+    from mtplite.train.pipeline import MAX_NEW
+
     p = argparse.ArgumentParser(prog="mtplite", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
 
@@ -263,48 +243,52 @@ def main(argv=None):
     t.add_argument("--copy-heads", type=int, default=2,
                    help="pointer heads that copy from the text through layer 0's V cache (0 = none; BENCHMARKS.md "
                         "'Copy read')")
-    t.add_argument("--copy-follow", default="auto",
-                   help="frequencies of the read-position code that lets the pointer continue its match at later "
-                        "draft steps (auto = 16, fewer on small hidden sizes; 0 = re-match each step)")
     t.add_argument("--copy-exact", default="auto",
                    help="nats added to the copy read's pointer where it reads a token near-exactly (auto = chosen "
                         "from 0, 2, 4, 8, 16 on the held-out rows after training; a number sets it; needs --copy-heads)")
     t.add_argument("--budget-minutes", type=float, default=None)
-    t.add_argument("--data-share", type=float, default=0.5, help="share of the budget for new self-distilled data")
     t.add_argument("--prompts", type=int, default=None, help="limit the prompt corpus")
-    t.add_argument("--echo", type=int, default=0,
+    # measured options off the default path; notes/PERF.md has what each gained and cost
+    x = t.add_argument_group("experimental", "off by default: measured in notes/PERF.md, not (yet) on the main path")
+    x.add_argument("--echo", type=int, default=0,
                    help="also distill this many prompts framing the backbone's own continuations (varied styles)")
-    t.add_argument("--programs", type=int, default=0,
-                   help="also distill this many requests for real programs (mtplite.data.program_prompts)")
     t.add_argument("--all-cached", action="store_true",
                    help="also train on every row already distilled for this backbone, --max-new and --target-quant "
                         "(earlier runs' prompts), not only this run's")
     t.add_argument("--data", nargs="+", metavar="PATH",
                    help="train on these distillation corpora (e.g. corpora/smollm2-135m) instead of distilling now")
-    t.add_argument("--max-new", type=int, default=64, help="greedy tokens per prompt")
+    t.add_argument("--max-new", type=int, default=MAX_NEW, help="greedy tokens per new prompt (the corpora's)")
     t.add_argument("--epochs", type=int, default=4)
     t.add_argument("--batch", type=int, default=8, help="training sequences per step")
-    t.add_argument("--distill-batch", type=int, default=None,
-                   help="greedy rows per self-distillation batch (default: 64 for vocabularies over 32k, else 16)")
     t.add_argument("--lr", type=float, default=1e-3)
     t.add_argument("--context", type=int, default=CONTEXT,
                    help="the head also drafts up to this many ids of the text outside its draft vocabulary (a copied "
                         "name or number); 0 = off; default 128")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--threads", type=int, default=0)
-    t.add_argument("--target-quant", help="train against the backbone quantized with this recipe (int8, int4-b32, "
+    x.add_argument("--target-quant", help="train against the backbone quantized with this recipe (int8, int4-b32, "
                    "backbone=int4-b32,embedder=int8): weights fake-quantized exactly as the LiteRT recipe rounds them")
     t.add_argument("--init-head", help="start from this trained head (e.g. fine-tune a float head for --target-quant)")
     t.add_argument("--device", default="auto", help="auto (CUDA when present, else CPU) | cpu | cuda[:N]")
     t.add_argument("--dtype", default="auto",
                    help="auto (bf16 for real backbones where it is measured faster: CPUs with AVX512-BF16/AMX, CUDA; "
                         "float32 elsewhere, e.g. AVX2-only CPUs, which emulate bf16 matmuls 50-100x slower) | float32 | bfloat16")
-    t.add_argument("--standalone", action="store_true",
-                   help="also train the standalone-drafter baseline (own embedding, layers, KV cache) on the same data")
-    t.add_argument("--standalone-minutes", type=float, default=0)
+    x.add_argument("--standalone", type=float, nargs="?", const=0, default=None, metavar="MINUTES",
+                   help="also train the standalone-drafter baseline (own embedding, layer, KV cache) on the same "
+                        "rows, for MINUTES (default: --epochs)")
     t.set_defaults(fn=cmd_train)
 
-    from mtplite.runtime.lookup import DRAFTS
+    e = sub.add_parser("export", help="export backbone + head to LiteRT graphs and a .litertlm bundle (K and the "
+                                      "context draft space are the head's)")
+    e.add_argument("--backbone", default="gemma3-270m")
+    e.add_argument("--head", required=True)
+    e.add_argument("--out", required=True)
+    e.add_argument("--quant", default="none", help="none | int8 | int4-b32 | backbone=int8,head=int8,embedder=int8")
+    e.add_argument("--cache-length", type=int, default=512)
+    e.add_argument("--prefill-lengths", default="32,128")
+    e.set_defaults(fn=cmd_export)
+
+    from mtplite.export.contract import DRAFTS
 
     g = sub.add_parser("generate", help="greedy or MTP generation (torch reference or an exported bundle)")
     g.add_argument("bundle", nargs="?", help="an exported dir (runs on LiteRT); omit to use the torch reference")
@@ -333,10 +317,9 @@ def main(argv=None):
     import importlib
     import importlib.util
 
-    for mod in ("mtplite.train.corpus_cli", "mtplite.export.cli", "mtplite.runtime.cli", "mtplite.runtime.report",
-                "mtplite.runtime.soak",
-                "mtplite.quantize.quantize", "mtplite.quantize.report",
-                "mtplite.quickstart"):
+    for mod in ("mtplite.train.corpus_cli", "mtplite.export.cli", "mtplite.quantize.quantize", "mtplite.runtime.cli",
+                "mtplite.runtime.calibrate", "mtplite.runtime.quant_report", "mtplite.runtime.report",
+                "mtplite.runtime.soak", "mtplite.quickstart"):
         if importlib.util.find_spec(mod) is not None:
             importlib.import_module(mod).register(sub)
 

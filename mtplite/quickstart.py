@@ -21,16 +21,18 @@ def log(msg):
 def cmd_quickstart(a):
     import torch
 
-    from mtplite.cli import CONTEXT
     from mtplite.data import training_prompts
+    from mtplite.data.benchmark import default_prompts, load_prompts
+    from mtplite.data.splits import split_rows
     from mtplite.export.export import export
-    from mtplite.model.head import check_copy_heads, check_follow, load_head, save_head
+    from mtplite.model.head import CONTEXT, check_copy_heads, load_head
     from mtplite.model.load import load_backbone
     from mtplite.paths import cache_dir, write_text_atomic
-    from mtplite.runtime.bench import bench, default_prompts, load_prompts, markdown, plot
-    from mtplite.runtime.cli import calibrate
-    from mtplite.train.distill import check_echo, distill_with_echo
-    from mtplite.train.train import SPLIT, distill_batch, pick_device, pick_dtype, split_rows, train_head
+    from mtplite.runtime.bench import bench, markdown, plot
+    from mtplite.runtime.calibrate import calibrate
+    from mtplite.train.distill import check_echo
+    from mtplite.train.pipeline import build_head, distill_cache, generated_tokens, standalone_baseline, training_rows
+    from mtplite.train.train import pick_device, pick_dtype
 
     quick = a.quick
     check_copy_heads(a.copy_heads)
@@ -51,7 +53,6 @@ def cmd_quickstart(a):
 
     log(f"loading backbone {a.backbone} (about a minute)")
     bb = load_backbone(a.backbone)
-    follow = check_follow(a.copy_follow, bb.model.c.hidden_size, a.copy_heads)
     t = lap("load", t0)
     log(f"backbone fingerprint {bb.fingerprint}; working dir {root}")
     head_dir = root / "head"
@@ -68,51 +69,38 @@ def cmd_quickstart(a):
     for line in plan(budget, share, corpus, head is not None, (bundle / "android" / "manifest.json").exists(),
                      quick, a.quant):
         log(line)
+    train_rows = None
     if head is None:
         dev = pick_device(a.device)
-        # real backbones (Gemma 262k, SmolLM2 49k vocab) distil 1.7-3x faster in bf16 where the hardware has it
-        # (notes/PERF.md); pick_dtype measures, since an AVX2-only CPU runs bf16 matmuls 50-100x slower than float32
+        # real backbones (Gemma 262k, SmolLM2 49k vocab) distil 1.7-3x faster in bf16 where the hardware has it;
+        # pick_dtype measures, since an AVX2-only CPU runs bf16 matmuls 50-100x slower than float32
         dtype = pick_dtype(a.dtype, bb, dev, log)
-        bf16 = dtype == torch.bfloat16
         # distil and train on a bf16 copy: the float weights are what gets exported, bit for bit
-        work = dataclasses.replace(bb, model=copy.deepcopy(bb.model).to(dtype)) if bf16 else bb
-        data = cache_dir() / "distill" / f"{bb.fingerprint}-n{a.max_new}.jsonl"
-        data.parent.mkdir(parents=True, exist_ok=True)
-        have = {r["id"] for r in corpus}
-        prompts = [p for p in training_prompts(limit=300 if quick else None) if p["id"] not in have]
+        work = dataclasses.replace(bb, model=copy.deepcopy(bb.model).to(dtype)) if dtype == torch.bfloat16 else bb
         work.model.to(dev)
         with dev:  # as in `mtplite train`: every tensor distill/train create lands on dev
-            rows = corpus + distill_with_echo(work, prompts, data, echo=a.echo, max_new=a.max_new,
-                                              batch=distill_batch(bb), dtype=dtype, budget_s=budget * 60 * share)
+            rows = training_rows(work, corpus, training_prompts(limit=300 if quick else None), distill_cache(bb),
+                                 dtype=dtype, budget_s=budget * 60 * share, echo=a.echo)
             t = lap("distill", t)
             log(f"training data: {len(rows)} rows ({len(corpus)} from the committed corpus), "
-                f"{sum(len(r['tokens']) - r['prompt_len'] for r in rows)} generated tokens; training the head for up "
+                f"{generated_tokens(rows)} generated tokens; training the head for up "
                 f"to {max(budget * 60 - (time.time() - t0), 30) / 60:.0f} min")
-            tr, va = split_rows(rows)
             left = budget * 60 - (time.time() - t0)
-            head, info = train_head(work, tr, K=a.k, draft_vocab_size=a.draft_vocab, epochs=6, batch=8, lr=1e-3,
-                                    budget_s=max(left, 30), val_rows=va, dtype=dtype, log=log, copy_heads=a.copy_heads,
-                                    copy_follow=follow, context=CONTEXT, copy_exact="auto")
+            head, doc, train_rows = build_head(
+                work, rows, head_dir, {"backbone": a.backbone, "corpus_rows": len(corpus)}, budget_s=max(left, 30),
+                log=log, K=a.k, draft_vocab_size=a.draft_vocab, epochs=6, batch=8, lr=1e-3, dtype=dtype,
+                copy_heads=a.copy_heads, context=CONTEXT, copy_exact="auto")
         del work
         bb.model.cpu()
-        head.cpu()
         t = lap("train", t)
-        n_tok = sum(len(r["tokens"]) - r["prompt_len"] for r in tr)
-        doc = {"backbone": a.backbone, "backbone_fingerprint": bb.fingerprint, "train_generated_tokens": n_tok,
-               "corpus_rows": len(corpus),
-               "split": SPLIT, "val_templates": sorted({r["template"] for r in va}),
-               "train_sequences": len(tr), "val_sequences": len(va), **info}
-        save_head(head, head_dir, doc)
-        log(f"head trained on {n_tok} self-distilled tokens; held-out accept length {info['best_val_accept_length']:.2f}")
-    if a.standalone and not (head_dir / "standalone.json").exists():
-        from mtplite.train.distill import load_rows
-        from mtplite.train.standalone import save_standalone, train_standalone
-
-        rows = list(load_rows(cache_dir() / "distill" / f"{bb.fingerprint}-n{a.max_new}.jsonl").values())
-        log(f"training the standalone-drafter baseline ({a.standalone_minutes} min)")
-        sd = train_standalone(bb, split_rows(rows)[0], head.c.draft_ids, num_layers=1, epochs=4,
-                              budget_s=a.standalone_minutes * 60)
-        save_standalone(sd, head_dir, bb.fingerprint)
+        log(f"head trained on {doc['train_generated_tokens']} self-distilled tokens; held-out accept length "
+            f"{doc['best_val_accept_length']:.2f}")
+    if a.standalone is not None and not (head_dir / "standalone.json").exists():
+        if train_rows is None:  # the head was reused: its rows again, from the corpus and the cache
+            rows = training_rows(bb, committed_corpus(bb), [], distill_cache(bb), dtype=torch.float32, all_cached=True)
+            train_rows = split_rows(rows, holdout=0.1, held=doc.get("val_templates"))[0]
+        log(f"training the standalone-drafter baseline ({a.standalone} min)")
+        standalone_baseline(bb, train_rows, head, head_dir, a.standalone)
         t = lap("standalone", t)
     man_path = bundle / "android" / "manifest.json"
     fresh = False
@@ -123,9 +111,10 @@ def cmd_quickstart(a):
     if not man_path.exists():
         log(f"exporting ({a.quant}) to {bundle} (expect ~{STAGE_MIN['export']} min)")
         from mtplite.export.export import load_standalone
+        from mtplite.quantize.quantize import parse_recipe, quantizer
 
-        export(bb, head, doc, bundle, cache_len=a.cache_length, prefill_lengths=(32, 128), quant=_quant(a.quant),
-               progress=log, standalone=load_standalone(head_dir, bb))
+        export(bb, head, doc, bundle, cache_len=a.cache_length, prefill_lengths=(32, 128),
+               quantize=quantizer(parse_recipe(a.quant), log), progress=log, standalone=load_standalone(head_dir, bb))
         fresh = True
         t = lap("export", t)
     else:
@@ -138,7 +127,7 @@ def cmd_quickstart(a):
     if fresh or (man.get("settings") or {}).get("source") != "mtplite calibrate":
         log(f"calibrating K on this device (expect ~{STAGE_MIN['calibrate']} min)")
         s = calibrate(bundle, None, threads=a.threads, n=6 if quick else 12)
-        log(f"calibrate: settings.K={s['K']} ({s['reason']})")
+        log(f"calibrate: settings.draft={s['draft']} ({s['reason']})")
         t = lap("calibrate", t)
     log(f"benchmarking {len(prompts)} prompts: plain / MTP / prompt lookup / hybrid"
         + ("" if quick else " / official engine") + f" (expect ~{STAGE_MIN['bench'] // (3 if quick else 1)} min)")
@@ -165,7 +154,8 @@ STAGE_MIN = {"export": 6, "calibrate": 3, "bench": 10}
 def committed_corpus(bb):
     """The repo's corpus rows for this backbone (corpora/<spec>), checked against it; [] when there is none or it
     belongs to other weights (then quickstart distils afresh, as before corpora existed)."""
-    from mtplite.data.corpus import check_corpus, load_corpus
+    from mtplite.data.corpus import load_corpus
+    from mtplite.train.distill import check_corpus
     from mtplite.paths import repo_corpus
 
     path = repo_corpus(bb.spec)
@@ -213,7 +203,7 @@ def closing(res, settings, threads, bundle, root):
     default = (f"  `mtplite generate` drafts with {settings['draft']} by default: "
                f"{named.get(settings['draft'], settings['draft'])}, because calibrate "
                f"{settings.get('reason', 'chose it')}\n" if settings.get("draft") else "")
-    if settings.get("K") == "off":  # calibrate switched drafting off: generate decodes plainly whatever `draft` says
+    if settings.get("draft") == "off":  # calibrate switched drafting off: generate decodes plainly
         default = f"  `mtplite generate` decodes plainly by default (drafting off), because calibrate {settings.get('reason', '')}\n"
     return (f"  decode speedup vs plain (this CPU, {threads} threads): " + "; ".join(modes) + "\n" + default +
             f"  MTP adds {res['memory']['drafter_bytes'] / 1e6:.1f} MB of weights and 0 KV bytes\n"
@@ -221,12 +211,6 @@ def closing(res, settings, threads, bundle, root):
             f"  results: {root / 'bench.json'}, {root / 'bench.png'}\n"
             f"  on a phone: adb push {bundle / 'android'} /sdcard/Android/data/dev.mtplite.demo/files/bundle "
             f"(see README: Run on a Pixel)")
-
-
-def _quant(q):
-    from mtplite.quantize.quantize import parse_recipe
-
-    return parse_recipe(q)
 
 
 def register(sub):
@@ -240,8 +224,6 @@ def register(sub):
     q.add_argument("--k", type=int, default=3)
     q.add_argument("--draft-vocab", type=int, default=4096)
     q.add_argument("--copy-heads", type=int, default=2, help="pointer heads over layer 0's V cache (0 = none)")
-    q.add_argument("--copy-follow", default="auto", help="read-position code frequencies (auto; 0 = off)")
-    q.add_argument("--max-new", type=int, default=96, help="greedy tokens per training prompt")
     q.add_argument("--echo", type=int, default=0,
                    help="also distill this many prompts framing the backbone's own continuations (varied styles)")
     q.add_argument("--max-new-tokens", type=int, default=64, help="tokens per benchmark prompt")
@@ -250,6 +232,6 @@ def register(sub):
     q.add_argument("--threads", type=int, default=2)
     q.add_argument("--device", default="auto", help="where to distill + train: auto (CUDA when present) | cpu | cuda")
     q.add_argument("--dtype", default="auto", help="distil + train in: auto (bf16 where measured faster) | float32 | bfloat16")
-    q.add_argument("--standalone", action="store_true", help="also train + bench the standalone-drafter baseline")
-    q.add_argument("--standalone-minutes", type=float, default=8)
+    q.add_argument("--standalone", type=float, nargs="?", const=8, default=None, metavar="MINUTES",
+                   help="also train (for MINUTES, default 8) and bench the standalone-drafter baseline")
     q.set_defaults(fn=cmd_quickstart)

@@ -43,7 +43,7 @@ def timed_section(bench):
          f"{q['total_s'] / 60:.1f} min" + (f" (15-min load average at the end {q['loadavg_15min_at_end']:.1f} on "
                                              f"{os.cpu_count()} cores)" if "loadavg_15min_at_end" in q else "")
          + ".", ""]
-    if q.get("dtype"):  # recorded since session 7: distillation speed depends on the CPU's bf16 support
+    if q.get("dtype"):  # older records lack it: distillation speed depends on the CPU's bf16 support
         L += [f"It distilled and trained in {q['dtype']} on a CPU with {q['cpu_capability']} kernels; the head saw "
               f"{q['train_generated_tokens']} self-distilled tokens.", ""]
     L += ["| step | minutes |", "|---|---|"]
@@ -56,7 +56,7 @@ def timed_section(bench):
 
 
 def quant_section(rep):
-    from mtplite.quantize.report import markdown as qmd
+    from mtplite.runtime.quant_report import markdown as qmd
 
     rows = rep["rows"]
     fl = rows[0]["accept_length"]["all"]
@@ -138,48 +138,11 @@ def copy_section(c):
 
 
 def drill_section(runs):
-    """scripts/drill_ablation.py: heads trained with and without copy drills (--compare drills), or with and without
-    the copy read (--compare copy), at equal budget."""
+    """Heads trained side by side at equal budget (scripts/probes/drill_ablation.py): the JSON carries its own
+    description of what the arms differ in."""
     r0 = runs[0]
     tasks = sorted(k for k in next(iter(r0["arms"].values()))["accept_length"]["benchmark_prompts"] if k != "all")
-    scoring = (f"Teacher-forced accept length (K={r0['K']}) on held-out topic templates "
-               f"({r0['eval_rows']['heldout_topic_templates']} rows), held-out drill templates "
-               f"({r0['eval_rows']['heldout_drill_templates']}) and the {r0['eval_rows']['benchmark_prompts']} "
-               "benchmark prompts (evaluation only); 'copyable right' = benchmark positions where lookup's copy is right "
-               "and the head's first draft is too.")
-    if r0.get("compare") == "copy-vocab":
-        L = ["Which tokens can the copy read draft? D = the following pointer above, drafting from the 4,096-id draft "
-             "vocabulary alone (a copied name or code outside it can never be drafted), E = the same plus copy-only "
-             "ids: a draft space of the 32,768 most frequent ids of the distilled data (then by id) for the copy read, "
-             "the vocabulary head unchanged; a copy-only id's logit is the best vocabulary logit + its pointer logit, "
-             "sharpened by the read's cosine with the id's row (`copy_ids` in model/head.py). Same rows, pointer "
-             f"heads, seed and budget ({r0['minutes_per_head']:g} min; `scripts/drill_ablation.py --compare "
-             "copy-vocab`). " + scoring]
-    elif r0.get("compare") == "copy-follow":
-        L = ["Does the pointer continue its match at later draft steps? C = the trigram pointer above, re-matching at "
-             "every step (at steps 2 and 3 the previous tokens are drafts the cache does not hold), D = the same plus "
-             "`copy_follow`: the read distribution's position code rides in the carried activation with the step "
-             "index, and the next step scores the match end where the last step read, so a fresh head drafts all K "
-             "tokens of prompt lookup's match (tested). Same rows, pointer heads, seed and budget "
-             f"({r0['minutes_per_head']:g} min; `scripts/drill_ablation.py --compare copy-follow`). " + scoring]
-    elif r0.get("compare") == "copy-ngram":
-        L = ["Which match does the pointer score? B = the bigram pointer above (both queries learned from the "
-             "stream), C = the trigram pointer (`copy_ngram` 3): the current token's query is its own row, the previous "
-             "two are learned from the stream plus, behind a learned gate, the rows cached at pos-1 and pos-2, and a "
-             "learned recency penalty prefers the latest of equal matches, so a fresh head already drafts what "
-             "prompt lookup's trigram match drafts (tested). Same rows, pointer heads, seed and budget "
-             f"({r0['minutes_per_head']:g} min; `scripts/drill_ablation.py --compare copy-ngram`). " + scoring]
-    elif r0.get("compare", "drills") == "copy":
-        L = ["Does a pointer over the text make the head copy? A = the attention-only head, B = the same plus "
-             "pointer heads over layer 0's V cache (`CopyRead` in model/head.py: a 2-gram match on the token-identity "
-             "rows layer 0 caches, then the row after the match as extra logits). Same rows (topics + drills), seed "
-             f"and budget ({r0['minutes_per_head']:g} min, {r0['epochs']} epochs at most; "
-             "`scripts/drill_ablation.py --compare copy`). " + scoring]
-    else:
-        L = ["Do copy drills (prompts whose specifics are random, `mtplite.data.drill_prompts`) teach the head to copy? "
-             f"Two heads per seed, same training budget ({r0['minutes_per_head']:g} min, {r0['epochs']} epochs at most) "
-             "and the same number of distilled training tokens; B replaces part of A's topic rows with drills "
-             "(`scripts/drill_ablation.py`). " + scoring]
+    L = [r0["description"]]
     L += ["", "| seed | head | train tokens (drills) | steps | held-out topics | held-out drills | benchmark all | "
           + " | ".join(f"bench {t}" for t in tasks) + " | copyable right |",
           "|---|---|---|---|---|---|---|" + "---|" * len(tasks) + "---|"]
@@ -291,7 +254,7 @@ def by_match_rows(bm):
 
 
 def current_section(dirs):
-    """The newest head of each backbone (results/<run>/current.json names the runs) against #9's targets, first."""
+    """The newest head of each backbone (results/<run>/current.json names the runs) against the drafting targets, first."""
     L = ["## The newest heads against the drafting targets", "",
          "τ per task from one bench run each (int8, K=3, the benchmark prompts, which no head trains on); 'same outputs' "
          "replays lookup and the gated head on one exact-mode greedy stream (`scripts/draft_table.py`), since in int8 "
@@ -416,12 +379,8 @@ def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliabilit
         L += ["## Exactness per precision", ""] + exactness_section(quant, torch_mismatch, exact_bench, backbones)
     if copy:
         L += ["## Copying", ""] + copy_section(copy)
-    for kind, title in (("drills", "Copy drills"), ("copy", "Copy read"), ("copy-ngram", "Copy read: bigram or trigram"),
-                        ("copy-follow", "Copy read: re-match or follow"),
-                        ("copy-vocab", "Copy read: copy-only ids")):
-        runs = [r for r in drills if r.get("compare", "drills") == kind]
-        if runs:
-            L += [f"### {title}", ""] + drill_section(runs)
+    for title in dict.fromkeys(r["title"] for r in drills):  # one section per comparison, in the order given
+        L += [f"### {title}", ""] + drill_section([r for r in drills if r["title"] == title])
     for bdir in backbones:
         L += backbone_section(bdir)
     if soak:
@@ -697,7 +656,7 @@ def main(argv=None):
                     help="dir of another backbone's run (bench.json, head/head.json, manifest.json)")
     ap.add_argument("--torch-mismatch", help="JSON of scripts/torch_mismatch.py")
     ap.add_argument("--exact-bench", action="append", default=[], help="bench JSON of a `mtplite bench --exact` run")
-    ap.add_argument("--drills", action="append", default=[], help="JSON of scripts/drill_ablation.py")
+    ap.add_argument("--drills", action="append", default=[], help="JSON of scripts/probes/drill_ablation.py")
     ap.add_argument("--current", action="append", default=[],
                     help="a run dir (bench.json, manifest.json) whose head leads the page: the newest per backbone")
     ap.add_argument("--auto", action="store_true",

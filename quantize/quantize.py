@@ -75,9 +75,17 @@ def quantize_files(d, recipe_map, progress=print):
             progress(f"quantizing {g} ({r})")
             quantize_file(d / f"{g}.tflite", d / f"{g}.tflite", r)
             progress(f"quantized {g} in {time.time() - t:.0f}s")
-    if (d / "drafter_ctx.tflite").exists() and recipe_map.get("drafter", "float") != "float":
-        quantize_file(d / "drafter_ctx.tflite", d / "drafter_ctx.tflite", recipe_map["drafter"])
+    for f in ("drafter_ctx.tflite", "standalone.tflite"):  # drafters beside the contract's: the head's recipe
+        if (d / f).exists() and recipe_map.get("drafter", "float") != "float":
+            quantize_file(d / f, d / f, recipe_map["drafter"])
     return {g: recipe_map.get(g, "float") for g in GRAPHS}
+
+
+def quantizer(recipe_map, progress=print):
+    """The `quantize` step export runs on its staging dir (None for a float export)."""
+    if not recipe_map:
+        return None
+    return lambda d: quantize_files(d, recipe_map, progress)
 
 
 def quantize_bundle(src, dst, recipe_map, progress=print):
@@ -86,8 +94,8 @@ def quantize_bundle(src, dst, recipe_map, progress=print):
     import json
     import os
 
+    from mtplite.export.bundle import build_litertlm, bundle_identity, llm_metadata_from_manifest
     from mtplite.export.contract import check, read_tflite
-    from mtplite.export.export import build_litertlm
 
     src, dst = Path(src), Path(dst)
     man, _ = check(src / "android" / "manifest.json")
@@ -104,8 +112,6 @@ def quantize_bundle(src, dst, recipe_map, progress=print):
             if f.is_file():
                 shutil.copyfile(f, tmp / "android" / f.name)
         quantize_files(tmp / "android", recipe_map, progress)
-        if (tmp / "android" / "standalone.tflite").exists() and recipe_map.get("drafter", "float") != "float":
-            quantize_file(tmp / "android" / "standalone.tflite", tmp / "android" / "standalone.tflite", recipe_map["drafter"])
         man["quantization"] = {g: recipe_map.get(g, "float") for g in GRAPHS}
         man["file_bytes"] = {g: (tmp / "android" / f"{g}.tflite").stat().st_size for g in GRAPHS}
         man["signatures"] = {g: read_tflite(tmp / "android" / f"{g}.tflite")[0] for g in GRAPHS}
@@ -115,12 +121,8 @@ def quantize_bundle(src, dst, recipe_map, progress=print):
             f = tmp / "android" / man["context_drafter"]["file"]
             man["context_drafter"].update(bytes=f.stat().st_size, signatures=read_tflite(f)[0])
         man["settings"] = {"K": man["K"], "source": "export default (run `mtplite calibrate` to measure)"}
-        from mtplite.export.export import bundle_identity
-
         man.update(bundle_identity(tmp / "android"))
         (tmp / "android" / "manifest.json").write_text(json.dumps(man, indent=1))
-        from mtplite.export.export import llm_metadata_from_manifest
-
         llm_metadata_from_manifest(man, tmp / "android" / "llm_metadata.textproto")
         build_litertlm(tmp / "android", tmp / "model.litertlm")
         (tmp / "android" / "llm_metadata.textproto").unlink()

@@ -18,34 +18,6 @@ from mtplite.errors import UserError
 from mtplite.model import generate as G
 
 
-def load_prompts(path):
-    p = Path(path)
-    if not p.is_file():
-        raise UserError(f"{p}: prompts file not found (JSONL with 'id', 'task', 'prompt')")
-    rows = []
-    for i, line in enumerate(p.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            r = json.loads(line)
-            if not isinstance(r, dict) or not isinstance(r.get("prompt"), str) or not r["prompt"]:
-                raise ValueError("needs a non-empty string 'prompt'")
-        except (json.JSONDecodeError, ValueError) as e:
-            raise UserError(f"{p}:{i}: bad prompt line ({e})") from None
-        rows.append({"id": str(r.get("id", i)), "task": str(r.get("task", "all")), "prompt": r["prompt"]})
-    if not rows:
-        raise UserError(f"{p}: no prompts")
-    return rows
-
-
-def default_prompts():
-    here = Path(__file__).resolve().parents[1] / ".." / "shared" / "prompts" / "tasks.jsonl"
-    for cand in (Path.cwd() / ".." / "shared" / "prompts" / "tasks.jsonl", here):
-        if cand.is_file():
-            return cand
-    raise UserError("no --prompts FILE given and ../shared/prompts/tasks.jsonl not found")
-
-
 def run_mode(b, tok_ids, K, mode, max_new, eos, min_ngram=None):
     """One generation; returns the per-prompt record. min_ngram: hybrid's shortest lookup match (default: the
     bundle's calibrated choice for the drafter in use)."""
@@ -175,7 +147,7 @@ def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "mtp+ctx", "lo
           progress=True, exact=False, also=()):
     """`also`: (name, dir) of more bundles of the same backbone (e.g. float / int4 exports): each runs plain and MTP
     as modes `plain@name` / `mtp@name`, interleaved prompt by prompt with the main bundle's modes."""
-    from mtplite.runtime.cli import encode
+    from mtplite.runtime.litert import encode
     from mtplite.runtime.litert import Bundle, load_tokenizer
 
     t0 = time.time()

@@ -189,7 +189,7 @@ class Bundle:
         """Fill drafter_ctx's context inputs for a draft at `pos`: the newest distinct ids of the cached text outside
         the draft space. Their rows are cached per id: the embedding row (from the embedder graph
         without its scale) and layer 0's V row (read once from the shared cache). Returns the ids, newest first."""
-        from mtplite.model.head import context_ids
+        from mtplite.model.head import context_ids, context_rows
 
         found = context_ids(self.hist[:pos], self.space_map, len(self.space_ids), self.cx_M)
         ids = [t for t, _ in found]
@@ -197,20 +197,17 @@ class Bundle:
             return ids
         new = [(t, j) for t, j in found if t not in self.cx_cache]
         if new:
-            v0 = None
+            rows = [None] * len(new)
             if self.cx_rows:
-                shape = self.sigs["backbone"]["decode"]["inputs"]["kv_cache_v_0"]["shape"]  # [1,KVH,D,C]
-                v0 = self.kv["kv_cache_v_0"].read(int(np.prod(shape)), np.float32).reshape(shape[1] * shape[2], shape[3])
+                shape = self.sigs["backbone"]["decode"]["inputs"]["kv_cache_v_0"]["shape"]
+                v0 = self.kv["kv_cache_v_0"].read(int(np.prod(shape)), np.float32).reshape(shape)
+                rows = context_rows(v0, [j for _, j in new]).numpy()
             step = max(self.prefill_lengths)
             for i in range(0, len(new), step):
                 chunk = new[i : i + step]
                 emb = self.embed([t for t, _ in chunk]) / np.float32(self.cx_scale)
-                for (t, j), row in zip(chunk, emb):
-                    v = None
-                    if v0 is not None:
-                        v = v0[:, j]  # the cache's V row of position j, heads concatenated as the copy read sees them
-                        v = v / np.sqrt(np.mean(v * v) + 1e-6)
-                    self.cx_cache[t] = (row, v)
+                for k, ((t, _), row) in enumerate(zip(chunk, emb)):
+                    self.cx_cache[t] = (row, rows[i + k])
         M, H = self.cx_M, self.H
         emb = np.zeros((M, H), np.float32)
         mask = np.full(M, NEG_INF, np.float32)
@@ -278,7 +275,7 @@ class Bundle:
 
     def hybrid_min_ngram(self):
         """The shortest lookup match hybrid copies with the drafter in use: calibrate's choice, else the default."""
-        from mtplite.runtime.lookup import HYBRID_MIN_NGRAM
+        from mtplite.export.contract import HYBRID_MIN_NGRAM
 
         hm = (self.man.get("settings") or {}).get("hybrid_min_ngram") or {}
         return hm.get("drafter_ctx" if self.use_context else "drafter", HYBRID_MIN_NGRAM)
@@ -359,3 +356,17 @@ def load_tokenizer(bundle_dir):
         return PreTrainedTokenizerFast(tokenizer_file=str(p / "tokenizer.json"))
     except Exception as e:
         raise UserError(f"{p / 'tokenizer.json'}: cannot load tokenizer ({str(e).splitlines()[0][:100]})") from None
+
+
+def encode(tok, man, text):
+    """Prompt ids as the backbone was trained and deployed: through its chat template when it has one (the
+    template, recorded in the manifest by export, adds its own BOS), else BOS + the plain text."""
+    if man.get("chat_template"):
+        tok.chat_template = man["chat_template"]
+        try:
+            s = tok.apply_chat_template([{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True)
+        except Exception as e:  # a template is code from a file we did not write: its failure is a user error
+            raise UserError(f"manifest.json: chat_template failed to render ({str(e).splitlines()[0][:100]})") from None
+        return list(tok(s, add_special_tokens=False)["input_ids"])
+    ids = list(tok(text, add_special_tokens=False)["input_ids"])
+    return ([man["bos_id"]] if man.get("bos_id") is not None else []) + ids

@@ -5,11 +5,7 @@ last 3, 2 or 1 tokens is a strong, free drafter. `history` is the list of every 
 """
 
 
-# shortest match hybrid copies where the bundle holds no measured choice (settings.hybrid_min_ngram, written by
-# `mtplite calibrate` per drafter); scripts/bench_hybrid_rule.py compares the choices by speed, side by side
-HYBRID_MIN_NGRAM = 1
-HYBRID_NGRAMS = (1, 2, 3)  # the choices calibrate measures (lookup matches on at most 3 tokens)
-DRAFTS = ("mtp", "hybrid", "lookup")  # who drafts (settings.draft, `generate --draft`)
+from mtplite.export.contract import HYBRID_MIN_NGRAM
 
 
 def lookup(history, k, max_ngram=3, min_ngram=1):
@@ -27,7 +23,7 @@ def lookup(history, k, max_ngram=3, min_ngram=1):
 
 def accepted(d, stream, i, k):
     """How many of draft d the greedy `stream` confirms from position i (0 without a draft): a drafter scored on a
-    stream it did not produce (scripts/lookup_replay.py, scripts/same_cycles.py, scripts/draft_table.py)."""
+    stream it did not produce (scripts/same_cycles.py, scripts/draft_table.py)."""
     a = 0
     while d is not None and a < k and i + a < len(stream) and d[a] == stream[i + a]:
         a += 1
@@ -44,7 +40,7 @@ def lookup_steps(steps, history, mode="lookup", min_ngram=None):
     # Which matches to copy depends on the head and the device: a weak head (head-880k) lost to lookup even on 1-token
     # matches, which lookup drafts for free (hybrid+gate 1.02x / 0.98x lookup's speed copying on any match, 0.96x /
     # 0.95x leaving them to the head; results/micro/hybrid_rule_gemma*.json); with the context space the best length
-    # moved between 1 and 3 with backbone and timing (notes/PERF.md, session 18). Hence a measured, per-bundle choice.
+    # moved between 1 and 3 with backbone and timing (notes/PERF.md). Hence a measured, per-bundle choice.
     min_ngram = (min_ngram or HYBRID_MIN_NGRAM) if mode == "hybrid" else 1
 
     def draft2(tok, act, pos, k):
@@ -84,3 +80,7 @@ def source_counts(source, trace):
         o["accepted"] += c["accepted"]
         o["cycles"] += 1
     return {"accepted_by_source": out} if out else {}
+
+
+DRAFT_WHO = {"mtp": "the MTP head", "hybrid": "prompt lookup on matches of >= {n} tokens, else the MTP head",
+             "lookup": "prompt lookup alone (plain steps where the text does not repeat)"}

@@ -21,7 +21,7 @@ def rss_bytes():
 
 def soak(bundle_dir, prompts, n=200, max_new=32, threads=2, progress=True):
     from mtplite.model import generate as G
-    from mtplite.runtime.cli import encode
+    from mtplite.runtime.litert import encode
     from mtplite.runtime.litert import Bundle, load_tokenizer
 
     b = Bundle(bundle_dir, threads=threads, mtp=True)
@@ -64,7 +64,7 @@ def register(sub):
 
 def cmd_soak(a):
     from mtplite.paths import write_text_atomic
-    from mtplite.runtime.bench import default_prompts, load_prompts
+    from mtplite.data.benchmark import default_prompts, load_prompts
 
     if a.n < 2:
         raise UserError(f"--n {a.n}: a soak needs at least 2 generations")

@@ -18,7 +18,8 @@ from mtplite.model.load import load_backbone
 from mtplite.paths import write_text_atomic
 from mtplite.runtime.lookup import lookup
 from mtplite.train.distill import key_mask
-from mtplite.train.train import features, held_out_rows, split_of
+from mtplite.train.train import features, held_out_rows
+from mtplite.data.splits import split_of
 
 
 @torch.no_grad()

@@ -18,7 +18,7 @@ from collections import defaultdict
 
 from mtplite.errors import UserError, run_main
 from mtplite.paths import write_text_atomic
-from mtplite.runtime.cli import confident_len
+from mtplite.runtime.calibrate import confident_len
 from mtplite.runtime.lookup import accepted, lookup
 
 
@@ -199,8 +199,8 @@ def main():
         return
     if not a.bundle:
         raise UserError("draft_table.py: pass a bundle directory, or --replay a table")
-    from mtplite.runtime.bench import default_prompts, load_prompts
-    from mtplite.runtime.cli import encode
+    from mtplite.data.benchmark import default_prompts, load_prompts
+    from mtplite.runtime.litert import encode
     from mtplite.runtime.litert import Bundle, load_tokenizer
 
     # exact: plain steps run as row 0 of the verify graph, so the stream is the one every rule's cycles emit (int8's

@@ -16,8 +16,8 @@ from mtplite.model.decoder import causal_mask
 from mtplite.model.load import load_backbone
 from mtplite.paths import write_text_atomic
 from mtplite.quantize.fakequant import fake_quantize_backbone_
-from mtplite.runtime.bench import default_prompts, load_prompts
-from mtplite.runtime.cli import encode
+from mtplite.data.benchmark import default_prompts, load_prompts
+from mtplite.runtime.litert import encode
 from mtplite.runtime.litert import Bundle, load_tokenizer
 
 

@@ -20,9 +20,11 @@ from mtplite.model import generate as G
 from mtplite.model.head import load_head
 from mtplite.model.load import load_backbone
 from mtplite.paths import write_text_atomic
-from mtplite.runtime.bench import default_prompts, load_prompts
-from mtplite.train.distill import benchmark_rows, format_prompt
-from mtplite.train.train import accepted_runs, held_out_rows, split_of
+from mtplite.data.benchmark import default_prompts, load_prompts
+from mtplite.train.distill import benchmark_rows
+from mtplite.model.load import format_prompt
+from mtplite.train.train import accepted_runs, held_out_rows
+from mtplite.data.splits import split_of
 
 
 def per_task(head, bb, rows, K):

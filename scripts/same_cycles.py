@@ -18,8 +18,8 @@ from collections import defaultdict
 from mtplite.errors import run_main
 from mtplite.model import generate as G
 from mtplite.paths import write_text_atomic
-from mtplite.runtime.bench import default_prompts, load_prompts
-from mtplite.runtime.cli import encode
+from mtplite.data.benchmark import default_prompts, load_prompts
+from mtplite.runtime.litert import encode
 from mtplite.runtime.litert import Bundle, load_tokenizer
 from mtplite.runtime.lookup import accepted, lookup
 

@@ -14,13 +14,13 @@ import time
 import torch
 
 from mtplite.errors import run_main
-from mtplite.export.export import head_fingerprint
+from mtplite.export.bundle import head_fingerprint
 from mtplite.model import generate as G
 from mtplite.model.head import load_head
 from mtplite.model.load import load_backbone
 from mtplite.paths import write_text_atomic
-from mtplite.runtime.bench import default_prompts, load_prompts
-from mtplite.train.distill import format_prompt
+from mtplite.data.benchmark import default_prompts, load_prompts
+from mtplite.model.load import format_prompt
 
 
 def measure(bb, head, prompts, dtype, max_new, cache=512):

@@ -22,7 +22,9 @@ def script(name):
     import importlib.util
     from pathlib import Path
 
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py")
+    root = Path(__file__).resolve().parents[1] / "scripts"
+    path = next(p for p in (root / f"{name}.py", root / "probes" / f"{name}.py") if p.exists())
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -40,11 +42,11 @@ def trained(spec, K=3):
     """A tiny backbone and a head trained for a few seconds on its own greedy outputs (cached per session)."""
     if (spec, K) not in _trained:
         from mtplite.data import training_prompts
-        from mtplite.model.head import default_follow
         from mtplite.model.load import load_backbone
         from mtplite.paths import cache_dir
         from mtplite.train.distill import distill
-        from mtplite.train.train import split_rows, train_head
+        from mtplite.train.train import train_head
+        from mtplite.data.splits import split_rows
 
         bb = load_backbone(spec)
         rows = distill(bb, training_prompts(limit=256), cache_dir() / f"{bb.fingerprint}.jsonl", max_new=48, batch=32,
@@ -53,11 +55,11 @@ def trained(spec, K=3):
         # tiny:llama's head has the copy read and its carried read-position code, so every llama test (exactness,
         # export, runtime) covers them too
         copy = 2 if spec == "tiny:llama" else 0
-        # tiny:qwen3's head trains with the context draft space (the text's own ids outside its draft vocabulary)
+        # tiny:gemma3's and tiny:qwen3's heads train with the context draft space (the text's own ids outside their
+        # draft vocabulary), so their bundles carry drafter_ctx; tiny:llama's covers a head without one
         head, info = train_head(bb, tr, K=K, draft_vocab_size=256, epochs=6, batch=16, lr=2e-3, val_rows=va,
                                 progress=False, log=lambda s: None, copy_heads=copy,
-                                copy_follow=default_follow(bb.model.c.hidden_size, copy),
-                                context=64 if spec == "tiny:qwen3" else 0)
+                                context=0 if spec == "tiny:llama" else 64)
         if copy:  # drafting with copy_exact too (the head trained without it), so the llama tests cover it
             from mtplite.model.head import with_copy_exact
 

@@ -106,7 +106,7 @@ def test_backbone_frozen_during_training():
     fp = fingerprint(bb.model)
     rows = distill(bb, training_prompts(limit=32), os.path.join(os.environ["MTPLITE_CACHE"], "frozen.jsonl"),
                    max_new=16, batch=16, progress=False)
-    # --data-share 0 (budget 0 s): the cached rows and nothing new, not "no budget"
+    # a budget of 0 s: the cached rows and nothing new, not "no budget"
     more = distill(bb, training_prompts(limit=48), os.path.join(os.environ["MTPLITE_CACHE"], "frozen.jsonl"),
                    max_new=16, batch=16, progress=False, budget_s=0)
     assert [r["id"] for r in more] == [r["id"] for r in rows]
@@ -172,7 +172,8 @@ def _one_line_error(rc, err):
 
 def test_heads_of_retired_experiments_are_refused_by_name(tmp_path):
     """Heads saved while the retired experiments existed: with the value now built in they load unchanged; with the
-    experiment itself (copy-only ids, the bigram pointer, a second block) they are refused with the reason."""
+    experiment itself (copy-only ids, the bigram pointer, a second block, re-matching pointers, another MLP width)
+    they are refused with the reason."""
     import json
 
     from mtplite.errors import UserError
@@ -181,13 +182,21 @@ def test_heads_of_retired_experiments_are_refused_by_name(tmp_path):
     bb, head, *_ = trained("tiny:llama")  # a copy read, so copy_ngram matters
     save_head(head, tmp_path, {"backbone_fingerprint": bb.fingerprint})
     doc = json.loads((tmp_path / "head.json").read_text())
-    assert doc["version"] == 2 and "copy_ngram" not in doc["config"]
-    for extra in ({"copy_ngram": 3, "copy_ids": [], "num_blocks": 1}, {}):
-        (tmp_path / "head.json").write_text(json.dumps({**doc, "config": {**doc["config"], **extra}}))
-        load_head(tmp_path, bb.fingerprint)
+    assert doc["version"] == 3 and "copy_ngram" not in doc["config"] and "copy_follow" not in doc["config"]
+    c = head.c
+    # version 2 also held the fields that are now built in: with their built-in values a v2 head loads unchanged
+    v2 = {"draft_vocab_size": c.draft_vocab_size, "intermediate_size": c.intermediate_size,
+          "copy_follow": c.copy_follow, "norm_offset": False}
+    # norm_offset was copied from the backbone and never read: a Gemma head saved with True loads too
+    for extra in ({"copy_ngram": 3, "copy_ids": [], "num_blocks": 1}, {}, v2, {**v2, "norm_offset": True}):
+        (tmp_path / "head.json").write_text(json.dumps({**doc, "version": 2, "config": {**doc["config"], **extra}}))
+        again, _ = load_head(tmp_path, bb.fingerprint)
+        assert again.c == c
     for extra, want in (({"copy_ngram": 3, "copy_ids": [5, 6]}, "copy-only ids"), ({"copy_ngram": 2}, "bigram"),
-                        ({"copy_ngram": 3, "num_blocks": 2}, "more than one block")):
-        (tmp_path / "head.json").write_text(json.dumps({**doc, "config": {**doc["config"], **extra}}))
+                        ({"copy_ngram": 3, "num_blocks": 2}, "more than one block"),
+                        ({**v2, "copy_follow": 0}, "copy_follow=0"),
+                        ({**v2, "intermediate_size": 3 * c.hidden_size}, "intermediate_size")):
+        (tmp_path / "head.json").write_text(json.dumps({**doc, "version": 2, "config": {**doc["config"], **extra}}))
         with pytest.raises(UserError, match=want) as e:
             load_head(tmp_path, bb.fingerprint)
         assert "head.json" in str(e.value) and "retrain" in str(e.value)
@@ -218,7 +227,8 @@ def test_train_echo_distills_framed_continuations_into_the_same_cache(tmp_path):
     # --copy-exact auto (the default): the bonus is chosen on the held-out rows after training and drafts in the head
     sweep = doc["copy_exact_sweep"]
     assert doc["config"]["copy_exact"] == sweep["chosen"] and sweep["held_out_rows"] == doc["val_sequences"]
-    from mtplite.train.train import held_out_rows, split_of
+    from mtplite.train.train import held_out_rows
+    from mtplite.data.splits import split_of
 
     assert len(held_out_rows(cache, **split_of(doc))) == doc["val_sequences"] > 0  # the split training made
     rc, out, err = _cli(*args, env=env)
@@ -230,9 +240,9 @@ def test_train_echo_distills_framed_continuations_into_the_same_cache(tmp_path):
     assert rc == 0 and len(cache.read_text().splitlines()) == 36, err[-2000:]
     doc2 = json.loads((tmp_path / "h" / "head.json").read_text())
     assert doc2["all_cached"] and doc2["train_sequences"] + doc2["val_sequences"] == 36
-    # scripts/tune_copy_exact.py scores bonuses on that head's held-out rows and writes the head with the best
+    # scripts/probes/tune_copy_exact.py scores bonuses on that head's held-out rows and writes the head with the best
     root = Path(__file__).resolve().parents[1] / "scripts"
-    r = subprocess.run([sys.executable, str(root / "tune_copy_exact.py"), "--backbone", "tiny:gemma3", "--head",
+    r = subprocess.run([sys.executable, str(root / "probes" / "tune_copy_exact.py"), "--backbone", "tiny:gemma3", "--head",
                         str(tmp_path / "h"), "--data", str(cache), "--out", str(tmp_path / "hx"), "--values", "0,3,9"],
                        capture_output=True, text=True, timeout=300, env={**os.environ, **env})
     assert r.returncode == 0, r.stderr[-2000:]
@@ -262,17 +272,12 @@ def test_cli_bad_inputs(tmp_path):
     assert "empty" in msg
     msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), "--k", "0")[::2])
     assert "--k" in msg
-    msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"),
-                                "--distill-batch", "0")[::2])
-    assert "--distill-batch 0" in msg
     msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), "--echo", "-1")[::2])
     assert "--echo -1" in msg
     save_head(head, tmp_path / "head2", {"backbone_fingerprint": bb.fingerprint})
     msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), "--copy-exact", "2",
                                 "--init-head", str(tmp_path / "head2"))[::2])
     assert "--copy-exact 2" in msg and "no copy read" in msg  # tiny:gemma3's head has none
-    msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), "--programs", "-5")[::2])
-    assert "--programs -5" in msg
     msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), "--device", "tpu")[::2])
     assert "--device tpu" in msg
     msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"),
@@ -281,10 +286,8 @@ def test_cli_bad_inputs(tmp_path):
     msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"),
                                 "--copy-heads", "9")[::2])
     assert "--copy-heads 9" in msg
-    for bad, want in ((["--copy-follow", "lots"], "--copy-follow lots"), (["--copy-follow", "40"], "1-7"),
-                      (["--copy-follow", "2", "--copy-heads", "0"], "--copy-heads 1"),
-                      (["--copy-exact", "lots"], "--copy-exact lots"), (["--copy-exact", "99"], "0-64 nats"),
-                      (["--copy-exact", "2", "--copy-heads", "0", "--copy-follow", "0"], "--copy-heads 1")):
+    for bad, want in ((["--copy-exact", "lots"], "--copy-exact lots"), (["--copy-exact", "99"], "0-64 nats"),
+                      (["--copy-exact", "2", "--copy-heads", "0"], "--copy-heads 1")):
         msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), *bad)[::2])
         assert want in msg, msg
     if not torch.cuda.is_available():
@@ -323,7 +326,8 @@ def test_scripts_bad_inputs(tmp_path):
                           "no such distillation cache"),
                          (["vocab_coverage.py", "--backbone", "tiny:gemma3", "--data", __file__, "--sizes", "0,a"],
                           "--sizes 0,a")):
-        r = subprocess.run([sys.executable, str(root / args[0]), *args[1:]], capture_output=True, text=True, timeout=300)
+        path = root / args[0] if (root / args[0]).exists() else root / "probes" / args[0]
+        r = subprocess.run([sys.executable, str(path), *args[1:]], capture_output=True, text=True, timeout=300)
         assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
         assert r.stderr.strip().splitlines()[-1].startswith(f"{args[0]}: error:") and needle in r.stderr, r.stderr
 
@@ -388,7 +392,7 @@ def test_runtime_encode_uses_the_manifest_chat_template():
     same way (export records the template in the manifest), and a broken template is a one-line error."""
     from mtplite.errors import UserError
     from mtplite.model.load import tiny_tokenizer
-    from mtplite.runtime.cli import encode
+    from mtplite.runtime.litert import encode
 
     tok = tiny_tokenizer()
     raw = encode(tok, {"bos_id": 1}, "hello there")
@@ -429,7 +433,7 @@ def test_quickstart_closing_names_every_mode_and_the_calibrated_default():
     assert "MTP 1.18x (accept length 2.46)" in text and "hybrid (lookup + head) 1.72x" in text
     assert "prompt lookup alone 1.83x" in text and "drafts with lookup by default" in text and "1.52x" in text
     assert "by default" not in closing(res, {}, 2, Path("b"), Path("r"))
-    off = closing(res, {"K": "off", "draft": "lookup", "reason": "predicted 0.56x at K=3"}, 2, Path("b"), Path("r"))
+    off = closing(res, {"K": 3, "draft": "off", "reason": "predicted 0.56x at K=3"}, 2, Path("b"), Path("r"))
     assert "decodes plainly by default" in off and "drafts with" not in off
 
 
@@ -458,7 +462,7 @@ def test_held_out_split_covers_every_task():
     from collections import defaultdict
 
     from mtplite.data import training_prompts
-    from mtplite.train.train import split_of, split_rows
+    from mtplite.data.splits import split_of, split_rows
 
     rows = training_prompts()
     tr, va = split_rows(rows)
@@ -487,7 +491,7 @@ def test_training_prompts_share_no_framing_with_the_benchmark_prompts():
     import json
 
     from mtplite.data import RETIRED, training_prompts
-    from mtplite.runtime.bench import default_prompts
+    from mtplite.data.benchmark import default_prompts
 
     bench = [json.loads(line)["prompt"] for line in open(default_prompts())]
 
@@ -508,7 +512,7 @@ def test_training_prompts_share_no_framing_with_the_benchmark_prompts():
     drills = [r["prompt"] for r in rows if "-d" in r["template"]]
     assert len(drills) >= 3000 and len(set(drills)) == len(drills)
     # rows cached before `template` was recorded get it from their id; held-out splits depend on it being right
-    from mtplite.train.train import template_of
+    from mtplite.data.splits import template_of
 
     assert all(template_of(r["id"]) == r["template"] for r in rows)
     # echo prompts frame any content; the benchmark prompts' own sentences are the hardest content to frame apart
@@ -532,7 +536,7 @@ def test_training_prompts_share_no_framing_with_the_benchmark_prompts():
              or any(w in r["prompt"].lower() for w in ("prime", "reverse the order", "csv", '"""'))]
     assert not clash, clash[:3]
     assert all(template_of(r["id"]) == r["template"] and r["task"] == "code" for r in progs)
-    assert program_prompts()[:20] == progs[:20]  # deterministic: `--programs N` names the same N prompts each run
+    assert program_prompts()[:20] == progs[:20]  # deterministic: the corpus names the same prompts each run
 
 
 def test_bf16_feature_cache_is_lossless():
@@ -569,11 +573,12 @@ def test_default_read_layers():
 
 
 def test_hybrid_copies_matches_of_its_minimum_length_and_drafts_with_the_head_otherwise():
-    from mtplite.runtime.lookup import HYBRID_MIN_NGRAM, lookup, lookup_steps
+    from mtplite.runtime.lookup import lookup, lookup_steps
+    from mtplite.export.contract import HYBRID_MIN_NGRAM
 
     assert lookup([7, 5, 7], 3) == [5, 7, 7] and lookup([7, 5, 7], 3, min_ngram=2) is None
     assert lookup([1, 2, 3, 4, 5, 9, 2, 3], 2, min_ngram=2) == [4, 5]
-    assert HYBRID_MIN_NGRAM == 1  # measured by scripts/bench_hybrid_rule.py; the Kotlin core has the same constant
+    assert HYBRID_MIN_NGRAM == 1  # measured by scripts/probes/bench_hybrid_rule.py; the Kotlin core has the same constant
     head = lambda tok, act, pos, k: [0] * k
     for hist, want in (([7, 5, 7], ("lookup", [5, 7, 7])), ([7, 5, 8], ("head", [0, 0, 0])),
                        ([1, 2, 3, 9, 2, 3], ("lookup", [9, 2, 3]))):
@@ -591,7 +596,7 @@ def test_hybrid_copies_matches_of_its_minimum_length_and_drafts_with_the_head_ot
 
 
 def test_predict_hybrid_charges_the_drafting_time_measured_in_the_loop():
-    from mtplite.runtime.cli import predict_hybrid
+    from mtplite.runtime.calibrate import predict_hybrid
 
     # 96 tokens in 32 cycles: copied by lookup they cost verifies only; drafted by the head, 3 drafter steps each
     lookup_only = {"tokens": 97, "plain": 1, "cycles": 32, "draft_s": 0.0}
@@ -738,10 +743,15 @@ def test_trigram_pointer_starts_as_prompt_lookup(spec):
             pos = torch.tensor([P], dtype=torch.int32)
             with torch.no_grad():
                 _, ptr, _ = head.copy(torch.randn(1, 1, c.hidden_size, generator=g), causal_mask(pos - 1, len(seq)), v0,
-                                   pos, f["emb"][:, P : P + 1])
+                                      pos, f["emb"][:, P : P + 1], *first_step(head))
             n += 1
             agree += ids[int(ptr[0, 0].argmax())] == want[0]
     assert n >= 20 and agree == n, (agree, n)
+
+
+def first_step(head):
+    """The copy read's (draft step - 1, last read code) at a cycle's first draft step: step 0, no read yet."""
+    return torch.zeros(1, 1, 1), torch.zeros(1, 1, 2 * head.c.copy_follow)
 
 
 def test_copy_exact_raises_the_token_read_exactly_and_nothing_far_from_it():
@@ -771,7 +781,7 @@ def test_copy_exact_raises_the_token_read_exactly_and_nothing_far_from_it():
                 continue
             pos = torch.tensor([P], dtype=torch.int32)
             x = torch.randn(1, 1, c.hidden_size, generator=g)
-            args = (x, causal_mask(pos - 1, len(seq)), f["kv"][0][1], pos, f["emb"][:, P : P + 1])
+            args = (x, causal_mask(pos - 1, len(seq)), f["kv"][0][1], pos, f["emb"][:, P : P + 1], *first_step(head))
             with torch.no_grad():
                 base, up = head.copy(*args)[1][0, 0], sharp.copy(*args)[1][0, 0]
             d = up - base
@@ -800,11 +810,11 @@ def test_copy_exact_auto_picks_the_best_bonus_on_the_held_out_rows():
     assert sweep["tau"] == {f"{v:g}": round(t, 4) for v, t in zip((0.0, 8.0, 30.0), each)}
     assert best == (0.0, 8.0, 30.0)[each.index(max(each))] == sweep["chosen"]
     kw = dict(K=3, draft_vocab_size=64, epochs=1, batch=16, progress=False, val_rows=va[:16], log=lambda s: None)
-    h, info = train_head(bb, rows[:32], copy_heads=2, copy_follow=0, copy_exact="auto", **kw)
+    h, info = train_head(bb, rows[:32], copy_heads=2, copy_exact="auto", **kw)
     sw = info["copy_exact_sweep"]
     assert sorted(float(v) for v in sw["tau"]) == list(EXACT_VALUES) and h.c.copy_exact == sw["chosen"]
     assert sw["chosen"] == min(float(v) for v, t in sw["tau"].items() if t >= max(sw["tau"].values()) - 0.002)
-    h, info = train_head(bb, rows[:32], copy_heads=2, copy_follow=0, copy_exact=3.0, **kw)
+    h, info = train_head(bb, rows[:32], copy_heads=2, copy_exact=3.0, **kw)
     assert h.c.copy_exact == 3.0 and "copy_exact_sweep" not in info
     h, info = train_head(bb, rows[:32], copy_exact="auto", **kw)
     assert h.c.copy_exact == 0.0 and "copy_exact_sweep" not in info
@@ -827,7 +837,8 @@ def test_follow_pointer_drafts_lookups_continuation(spec, draft, context):
     ids = list(range(c.vocab_size))[::-1]
     F = default_follow(c.hidden_size, 2)
     assert F >= 2
-    head = MTPHead(head_config(c, ids[:draft], K=3, copy_heads=2, read_layers=[0], copy_follow=F))
+    head = MTPHead(head_config(c, ids[:draft], K=3, copy_heads=2, read_layers=[0]))
+    assert head.c.copy_follow == F
     head.init_from_backbone(bb.model)
     with torch.no_grad():
         head.draft_head.weight.zero_()
@@ -876,11 +887,11 @@ def test_follow_head_refuses_a_backbone_whose_activation_reads_as_a_step_flag():
 
     bb, _, rows, *_ = trained("tiny:llama")
     c = bb.model.c
-    head = MTPHead(head_config(c, list(range(64)), K=2, copy_heads=1, read_layers=[0], copy_follow=2))
+    head = MTPHead(head_config(c, list(range(64)), K=2, copy_heads=1, read_layers=[0]))
     f = features(bb, rows[:2], head.kv_layers)
     rollout_loss(head, f, 2)  # a real backbone's h: fine
     f["act"][..., -1] = FLAG
-    with pytest.raises(UserError, match="--copy-follow 0"):
+    with pytest.raises(UserError, match="--copy-heads 0"):
         rollout_loss(head, f, 2)
 
 

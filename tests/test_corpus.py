@@ -47,7 +47,8 @@ def test_corpus_rows_are_the_greedy_rows_and_a_rerun_resumes(tmp_path):
 
 
 def test_corpus_check_refuses_another_backbone_and_other_numerics(tmp_path):
-    from mtplite.data.corpus import check_corpus, load_corpus, write_shard
+    from mtplite.data.corpus import load_corpus, write_shard
+    from mtplite.train.distill import check_corpus
     from mtplite.errors import UserError
     from mtplite.model.load import load_backbone
     from mtplite.train.distill import distill_corpus

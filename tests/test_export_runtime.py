@@ -91,17 +91,16 @@ def test_runtime_equals_torch_and_plain(spec):
         assert lite["trace"] == ref["trace"]  # same drafts, same verify results, cycle by cycle
 
 
-@pytest.mark.parametrize("spec", EXPORT_FAMILIES)
+@pytest.mark.parametrize("spec", ["tiny:gemma3", "tiny:qwen3"])
 def test_context_space_on_litert_equals_torch_and_plain(spec):
     """drafter_ctx.tflite (the head also drafts the text's own ids outside its draft space, rows filled by the
     runtime from the embedder graph and the shared V cache) drafts what the torch reference drafts, cycle by cycle,
-    and the output stays plain greedy's. tiny:qwen3's head trained with the context space; tiny:llama's drafts with it
-    untrained (its 256-id draft space is half the vocabulary)."""
+    and the output stays plain greedy's. Its size is the head's own (head.json), not an export flag."""
     from mtplite.runtime.litert import Bundle
 
     bb, head, *_ = trained(spec)
     b = Bundle(bundle(spec), threads=1, mtp=True, context=True)
-    assert b.use_context and b.cx_M == 128
+    assert b.use_context and b.cx_M == head.c.context == 64
     used = 0
     for i, p in enumerate(PROMPTS[:8]):
         ids = bb.encode(p)
@@ -232,7 +231,7 @@ def test_inspect_accepts_and_refuses(tmp_path):
     # a bundle without the MTP_DRAFTER section
     from litert_lm_builder import LitertLmFileBuilder, TfLiteModelType
 
-    from mtplite.export.export import llm_metadata
+    from mtplite.export.bundle import llm_metadata
 
     bad = _copy(good, tmp_path / "nosection")
     llm_metadata(bb, C, tmp_path / "m.textproto")
@@ -270,8 +269,8 @@ def test_calibration_prompts_take_every_task_in_turn():
     from collections import Counter
 
     from mtplite.data import training_prompts
-    from mtplite.runtime.cli import calibration_prompts
-    from mtplite.train.train import split_rows
+    from mtplite.runtime.calibrate import calibration_prompts
+    from mtplite.data.splits import split_rows
 
     val = split_rows(training_prompts())[1]
     held = {r["template"] for r in val}
@@ -288,7 +287,7 @@ def test_confidence_gate_declines_unsure_drafts_and_stays_exact(tmp_path):
     """The head's drafts stop below `min_prob`: a gate nobody passes leaves only plain steps, a middling one mixes
     plain steps and (padded) cycles; the output is plain greedy's either way. calibrate picks a gate and bench runs it."""
     from mtplite.runtime.bench import bench
-    from mtplite.runtime.cli import GATES, NEAR_TIE, calibrate, near_tie_choice, predict_gate
+    from mtplite.runtime.calibrate import GATES, NEAR_TIE, calibrate, near_tie_choice, predict_gate
 
     bb, head, *_ = trained("tiny:gemma3")
     b = loaded("tiny:gemma3")
@@ -317,7 +316,7 @@ def test_confidence_gate_declines_unsure_drafts_and_stays_exact(tmp_path):
         assert [r["tokens"] for r in runs] == plain and all(check(r) for r in runs), gate
 
     # calibrate's hybrid runs behind the gate, as the runtimes run it: a gate nobody passes leaves lookup alone
-    from mtplite.runtime.cli import draft_counts
+    from mtplite.runtime.calibrate import draft_counts
 
     look = draft_counts(bc, ids, 30, "lookup")
     assert draft_counts(bc, ids, 30, "hybrid", 1, gate=1.01) == {**look, "draft_s": pytest.approx(look["draft_s"], abs=0.5)}
@@ -345,11 +344,14 @@ def test_confidence_gate_declines_unsure_drafts_and_stays_exact(tmp_path):
     assert near_tie_choice({"1": 1.80, "2": 1.74, "3": 1.70}, {"1": 2.5, "2": 2.7, "3": 2.8}) == 1
     assert near_tie_choice({"1": 1.75, "2": 1.75, "3": 1.75}, {"1": 2.5, "2": 2.5, "3": 2.5}) == 1
     # who drafts by default: the best predicted of head, hybrid and lookup; generate follows it, same text
+    # (or "off" where even the best is predicted no faster than plain: a tiny model's may be, on a busy machine)
     pd = s["predicted_speedup_per_draft"]
-    assert s["draft"] in ("mtp", "hybrid", "lookup") and pd[s["draft"]] == max(pd.values())
+    best = s["draft"] if s["draft"] != "off" else max(pd, key=pd.get)
+    assert best in ("mtp", "hybrid", "lookup") and pd[best] == max(pd.values())
+    assert s["draft"] != "off" or s["predicted_speedup"] <= 1.05
     texts, man_path = {}, out / "android" / "manifest.json"
     man = json.loads(man_path.read_text())
-    man["settings"]["K"] = 3  # a tiny model's speedup may be too small for calibrate to keep MTP on
+    man["settings"]["draft"] = best  # so that generate --draft auto drafts
     man_path.write_text(json.dumps(man))
     for draft in ("auto", "mtp", "hybrid", "lookup"):
         r = subprocess.run([sys.executable, "-m", "mtplite.cli", "generate", str(out), "--prompt", PROMPTS[0],
@@ -357,7 +359,7 @@ def test_confidence_gate_declines_unsure_drafts_and_stays_exact(tmp_path):
         assert r.returncode == 0, r.stderr
         doc = json.loads(r.stdout.strip().splitlines()[-1])
         texts[draft] = doc["tokens"]
-        assert doc["draft"] == (s["draft"] if draft == "auto" else draft)
+        assert doc["draft"] == (best if draft == "auto" else draft)
     assert len(set(map(tuple, texts.values()))) == 1
     # generate runs the head behind calibrate's gate (settings.min_prob) unless --no-gate: same text either way
     man["settings"]["min_prob"] = first[-2]  # a gate only the surest first draft passes

@@ -90,29 +90,29 @@ def test_train_target_quant_and_report(tmp_path_factory):
 
     from mtplite.export.export import export
     from mtplite.model.head import load_head, save_head
-    from mtplite.quantize.report import quant_report
+    from mtplite.runtime.quant_report import quant_report
 
     bb, head, *_ = trained("tiny:gemma3")
     tmp = tmp_path_factory.mktemp("qat")
     from mtplite.data import training_prompts
-    from mtplite.train.train import split_rows
+    from mtplite.data.splits import split_rows
 
-    # the starting head's held-out templates, which the fine-tune must keep though --programs adds templates
+    # the starting head's held-out templates, which the fine-tune must keep though its 144 prompts add templates
     held = sorted({r["template"] for r in split_rows(training_prompts(limit=128))[1]})[:3]
     save_head(head, tmp / "float-head", {"backbone_fingerprint": bb.fingerprint, "val_templates": held})
     r = subprocess.run([sys.executable, "-m", "mtplite.cli", "train", "--backbone", "tiny:gemma3", "--out",
                         str(tmp / "qat-head"), "--target-quant", "int8", "--init-head", str(tmp / "float-head"),
-                        "--prompts", "128", "--programs", "16", "--max-new", "32", "--epochs", "2", "--batch", "16",
+                        "--prompts", "144", "--max-new", "32", "--epochs", "2", "--batch", "16",
                         "--draft-vocab", "256"], capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
     qhead, doc = load_head(tmp / "qat-head", bb.fingerprint)
     assert doc["target_quant"]["backbone"] == "int8" and doc["init_head"]
-    assert doc["val_templates"] == held and doc["train_sequences"] + doc["val_sequences"] == 128 + 16
+    assert doc["val_templates"] == held and doc["train_sequences"] + doc["val_sequences"] == 144
     assert qhead.c.draft_ids == head.c.draft_ids  # fine-tuned, not re-initialised
-    from mtplite.quantize.quantize import parse_recipe
+    from mtplite.quantize.quantize import parse_recipe, quantizer
 
-    export(bb, qhead, doc, tmp / "qat-int8", cache_len=C, prefill_lengths=(16, 64), quant=parse_recipe("int8"),
-           progress=lambda s: None)
+    export(bb, qhead, doc, tmp / "qat-int8", cache_len=C, prefill_lengths=(16, 64),
+           quantize=quantizer(parse_recipe("int8"), lambda s: None), progress=lambda s: None)
     rep = quant_report(bundle("tiny:gemma3"), [qbundle("int8", tmp_path_factory), tmp / "qat-int8"],
                        [{"id": str(i), "task": "t", "prompt": p} for i, p in enumerate(PROMPTS[:8])], max_new=24,
                        threads=1, progress=False)

@@ -12,7 +12,9 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from mtplite.errors import UserError
 from mtplite.model.decoder import NEG_INF, causal_mask, fast_decode
+from mtplite.model.load import format_prompt
 
 
 def pad_batch(seqs, pad_id=0):
@@ -59,15 +61,6 @@ def greedy_batch(dec, seqs, max_new, eos_ids, dtype=torch.float32):
         lg, _, kv = dec(dec.embed(nxt[:, None]).to(dtype), p, causal_mask(p, C, dtype) + km, kv)
         nxt = lg[:, -1].argmax(-1)
     return outs
-
-
-def format_prompt(backbone, text):
-    """Instruction-tuned backbones see their chat template (that is how they are deployed); base models plain text."""
-    if backbone.chat:
-        msgs = [{"role": "user", "content": text}]
-        s = backbone.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
-        return list(backbone.tokenizer(s, add_special_tokens=False)["input_ids"])
-    return backbone.encode(text)
 
 
 def by_length_in_windows(todo, batch, length):
@@ -184,8 +177,7 @@ def with_cached(rows, path):
 
 def benchmark_rows(backbone, max_new=64):
     """The shipped benchmark prompts' own greedy rows (never cached: evaluation only, never training data)."""
-    from mtplite.errors import UserError
-    from mtplite.runtime.bench import default_prompts, load_prompts
+    from mtplite.data.benchmark import default_prompts, load_prompts
 
     if max_new < 1:
         raise UserError(f"--max-new {max_new}: greedy tokens per benchmark prompt, at least 1")
@@ -194,8 +186,6 @@ def benchmark_rows(backbone, max_new=64):
 
 def check_echo(n, flag="--echo"):
     """The echo prompt count train and quickstart take."""
-    from mtplite.errors import UserError
-
     if n < 0:
         raise UserError(f"{flag} {n}: a number of prompts, 0 or more")
 
@@ -221,3 +211,31 @@ def distill_with_echo(backbone, prompts, out_path, echo=0, seed=0, budget_s=None
                            for r in sorted(rows, key=lambda r: r["id"]) if r["task"] != "code")
         rows += distill(backbone, echo_prompts(texts, echo, seed=seed), out_path, budget_s=left(1.0), **kw)
     return rows
+
+
+def check_corpus(backbone, rows, metas, n_rows=4, n_tokens=8, agree=0.9):
+    """The corpus must come from this backbone: same fingerprint, and the backbone, run teacher-forced over a few
+    rows, predicts their first greedy tokens again. A corpus distilled on other hardware (CUDA float32) may differ at a
+    near-tie, hence a share (`agree`) rather than every token."""
+    fp = metas[0]["backbone_fingerprint"] if metas else None
+    if fp != backbone.fingerprint:
+        raise UserError(f"{metas[0]['path']}: corpus distilled from backbone {fp}, the local {backbone.spec} is "
+                        f"{backbone.fingerprint}; distil a corpus for it (mtplite distill --backbone {backbone.spec})")
+    pick = [r for r in rows if len(r["tokens"]) - r["prompt_len"] >= 2][:: max(1, len(rows) // n_rows)][:n_rows]
+    dec, hit, n = backbone.model, 0, 0
+    dtype = next(dec.parameters()).dtype
+    with torch.no_grad():
+        for r in pick:
+            seq = r["tokens"][: r["prompt_len"] + n_tokens]
+            pos = torch.arange(len(seq), dtype=torch.int32)
+            lg, _, _ = dec(dec.embed(torch.tensor([seq])).to(dtype), pos, causal_mask(pos, len(seq), dtype),
+                           dec.empty_cache(len(seq), dtype=dtype))
+            pred = lg[0, r["prompt_len"] - 1: -1].argmax(-1).tolist()
+            want = seq[r["prompt_len"]:]
+            hit += sum(a == b for a, b in zip(pred, want))
+            n += len(want)
+    if n and hit < agree * n:
+        raise UserError(f"{metas[0]['path']}: the local {backbone.spec} ({backbone.fingerprint}) re-predicts only "
+                        f"{hit}/{n} of the corpus's first greedy tokens although the fingerprints ({fp}) match; its "
+                        f"numerics ({metas[0]['numerics']}) differ too much from this machine's: distil it here")
+    return {"checked_tokens": n, "agreed": hit}

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from mtplite.model.decoder import NEG_INF, causal_mask
-from mtplite.model.head import (FLAG, MTPHead, default_follow, head_config, token_rows,
+from mtplite.model.head import (FLAG, MTPHead, head_config, token_rows,
                                 with_copy_exact)
 from mtplite.train.distill import key_mask, pad_batch
 
@@ -113,26 +113,6 @@ def context_of(head, f, pos):
     return (f["ctx_emb"], f["ctx_rows"] if head.copy is not None else None, mask), seen
 
 
-def template_of(row_id):
-    """Template of a shipped-corpus row from its id (rows cached before `template` was recorded)."""
-    from mtplite.data import DRILLS_PER_FORMAT, TOPICS, TOPICS_MORE, is_drill, is_echo
-
-    parts = row_id.split("-")
-    if is_echo(row_id):
-        return f"{parts[1]}-e{int(parts[2][1:3])}"
-    if len(parts) == 3 and parts[0] == "train" and parts[2][:1] == "p":  # program_prompts
-        return f"{parts[1]}-p{parts[2][1]}"
-    if len(parts) == 3 and parts[0] == "train":
-        tag = parts[2].rstrip("0123456789")
-        i = int(parts[2][len(tag):])
-        if is_drill(row_id):
-            return f"{parts[1]}-d{i // DRILLS_PER_FORMAT}"
-        # "<family>t" rows run over TOPICS_MORE; the template key is the family's, whichever topic list
-        family, more = (tag[:-1], True) if tag.endswith("t") else (tag, False)
-        return f"{parts[1]}-{family}{i // len(TOPICS_MORE if more else TOPICS)}"
-    return row_id
-
-
 def pack(f, dtype):
     """A features dict stored in `dtype` (lossless when the backbone ran in it); None stays None."""
     if f is None or dtype == torch.float32:
@@ -167,7 +147,7 @@ def rollout_loss(head, f, K):
     """Sum of the loss over valid (anchor, step) pairs, their count, and per-anchor accepted-run lengths.
 
     The loss is CE on the backbone's greedy token (soft targets and feature regression were tried and did not pay:
-    notes/PERF.md, session 16)."""
+    notes/PERF.md)."""
     toks, ok, act, y, emb = f["tokens"], f["ok"], f["act"], f["labels"], f["emb"]
     top = float(act[..., -1].abs().max()) if head.slot else 0.0
     if top >= FLAG / 2:
@@ -175,7 +155,7 @@ def rollout_loss(head, f, K):
 
         raise UserError(f"this backbone's activation reaches {top:.0f} in its last dim, "
                         f"where the head carries its draft step (>= {FLAG / 2:.0f} reads as a later step); train with "
-                        "--copy-follow 0")
+                        "--copy-heads 0")
     B, L = toks.shape
     pos = torch.arange(1, L, dtype=torch.int32)
     km = key_mask(ok, L)
@@ -209,52 +189,11 @@ def rollout_loss(head, f, K):
     return total, count, accepted[base]
 
 
-SPLIT = "by-task"  # head.json "split": how the head's held-out templates were chosen (absent: the older hash split)
-
-
-def split_rows(rows, holdout=0.1, seed=0, by_task=True, held=None):
-    """Hold out whole templates (task + format), not just prompts: a head that memorises templates looks great on
-    held-out prompts of seen templates and poor on new ones, so early stopping must watch unseen templates.
-
-    by_task: the share of templates is held out within each task (at least one where a task has two or more). The
-    older rule, a share of all templates by hash (by_task=False, heads without "split" in head.json), held out no
-    reply or rewrite template at all on the shipped corpus, so early stopping never saw those tasks.
-    held: the held-out templates themselves (a saved head's "val_templates"); the rule depends on which templates the
-    rows hold, so a later cache with more (or fewer) templates would otherwise hold out others."""
-    import hashlib
-    from collections import defaultdict
-
-    def key(r):
-        return r.get("template") or template_of(r["id"])
-
-    def h(k):
-        return int(hashlib.md5(f"{seed}{k}".encode()).hexdigest(), 16)
-
-    if held is not None:
-        held = set(held)
-    elif by_task:
-        keys = defaultdict(set)
-        for r in rows:
-            keys[r.get("task")].add(key(r))
-        held = set()
-        for ks in keys.values():
-            if len(ks) > 1:
-                held |= set(sorted(ks, key=h)[: max(1, round(holdout * len(ks)))])
-    else:
-        held = {key(r) for r in rows if h(key(r)) % 1000 < holdout * 1000}
-    val = [r for r in rows if key(r) in held]
-    return [r for r in rows if key(r) not in held], val
-
-
-def split_of(head_meta):
-    """split_rows keywords for the held-out rows a saved head was validated on (its head.json)."""
-    return {"by_task": head_meta.get("split") == SPLIT, "held": head_meta.get("val_templates")}
-
-
 def held_out_rows(cache_path, by_task=True, held=None):
     """The held-out rows of a distillation cache (corpus and echo rows), their templates named from the corpus so the
     split is the one training made (pass **split_of(head_meta) for a saved head's)."""
     from mtplite.data import is_echo, training_prompts
+    from mtplite.data.splits import split_rows, template_of
     from mtplite.train.distill import load_rows
 
     corpus = {p["id"]: p for p in training_prompts()}
@@ -291,8 +230,8 @@ LARGE_VOCAB = 32_000
 
 
 def distill_batch(backbone):
-    """Greedy rows per distillation batch: 64 where the LM head dominates (it runs ~2x the rows/s of batch 16,
-    notes/PERF.md sessions 4-5; 128 measured no faster with the packed head, session 8), 16 otherwise."""
+    """Greedy rows per distillation batch: 64 where the LM head dominates (it runs ~2x the rows/s of batch 16 and
+    128 measured no faster; notes/PERF.md), 16 otherwise."""
     return 64 if backbone.model.c.vocab_size > LARGE_VOCAB else 16
 
 
@@ -339,7 +278,7 @@ def pick_dtype(name, backbone, device, log=print):
 
 def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, epochs=4, batch=8,
                lr=1e-3, budget_s=None, seed=0, progress=True, log=print, val_rows=None, dtype=torch.float32,
-               init_head=None, copy_heads=0, copy_follow="auto", context=0, copy_exact=None):
+               init_head=None, copy_heads=0, context=0, copy_exact=None):
     """copy_exact: None keeps the starting head's (0 for a new head); a number sets it; "auto" picks it on val_rows
     after training (tune_copy_exact), a head without a copy read keeping 0."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -354,10 +293,8 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
         head.c.context = context or head.c.context  # a head trained without the context space can learn it
     else:
         dv = draft_vocab(rows, backbone, draft_vocab_size)
-        if copy_follow == "auto":
-            copy_follow = default_follow(backbone.model.c.hidden_size, copy_heads)
         head = MTPHead(head_config(backbone.model.c, dv, K=K, read_layers=read_layers, copy_heads=copy_heads,
-                                   copy_follow=copy_follow, context=context))
+                                   context=context))
         head.init_from_backbone(backbone.model)
     c = head.c
     model = Rollout(head, K)
@@ -486,8 +423,8 @@ def evaluate_each(heads, backbone, rows, K, batch=8, dtype=torch.float32, contex
     return [float(1 + a.mean()) if len(a) else 0.0 for a in runs_each(heads, backbone, rows, K, batch, dtype, context)]
 
 
-# held-out τ by bonus: Gemma ctx-1m (1M tokens) 0 3.419, 2 3.434, 4 3.434, 6 3.424 (session 24); a SmolLM2 quickstart
-# head (38k tokens) 0 2.058, 2 2.224, 4 2.349, 8 2.394, 16 2.406 (session 25): the weaker the head, the larger the bonus
+# the weaker the head, the larger the bonus that drafts best (a 1M-token Gemma head gains 0.015 τ, a 38k-token SmolLM2
+# head 0.35; notes/PERF.md), so it is chosen per head on held-out rows
 EXACT_VALUES = (0.0, 2.0, 4.0, 8.0, 16.0)
 
 

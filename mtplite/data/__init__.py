@@ -114,7 +114,7 @@ FORMATS_MORE = {
 }
 
 
-# More topics and a third family of framings, toward ~1M distilled tokens (issue #9). Rows of the first two families
+# More topics and a third family of framings, toward ~1M distilled tokens. Rows of the first two families
 # over the original topics keep their ids, so distillation caches stay valid.
 TOPICS_MORE = [
     "a cracked phone screen", "the best way to learn Spanish", "a solar panel installation", "a landlord raising the rent",
@@ -191,10 +191,10 @@ FORMATS_NEW = {
 RETIRED = {"rewrite-0", "rewrite-1", "rewrite-3", "code-0", "freeform-m3", "list-m2"}
 
 
-# Copy drills (issue #9): every prompt carries specifics drawn at random (people, codes, times, places, amounts), so
+# Copy drills: every prompt carries specifics drawn at random (people, codes, times, places, amounts), so
 # the backbone's echo of them can only be predicted by copying from its KV cache, never by memorising a topic list.
 # Trained on the topic families alone, a head was right on 34% of the benchmark positions prompt lookup copies right
-# (scripts/drill_ablation.py, results/gemma3-270m/drill_ablation*.json, which also measures what the drills change).
+# (scripts/probes/drill_ablation.py, results/gemma3-270m/drill_ablation*.json, which also measures what the drills change).
 # The framings share no opening or last line with the benchmark prompts (a test checks it).
 DRILL_PEOPLE = ["Dr. Okafor", "Ms. Lindqvist", "Coach Ramirez", "Mr. Tanaka", "Aunt Rosa", "Officer Bell", "Nurse Ibe",
                 "Professor Haddad", "Kofi", "Ingrid", "Mateo", "Yuki", "Siobhan", "Dev", "Marguerite", "Tariq"]
@@ -349,8 +349,8 @@ def training_prompts(seed: int = 0, limit: int | None = None, drills: bool = Tru
     return rows[:limit] if limit else rows
 
 
-# Echo prompts (issue #9, session 15): the benchmark's gap is its prompts' style, not the corpus's volume (session 14:
-# teacher-forced τ 3.22 on held-out corpus templates, 2.64 on the benchmark prompts). Here the content is the
+# Echo prompts: the benchmark's gap is its prompts' style, not the corpus's volume (teacher-forced τ 3.22 on held-out
+# corpus templates, 2.64 on the benchmark prompts; notes/PERF.md). Here the content is the
 # backbone's own earlier continuations (whatever it writes about ~140 topics in ~90 framings) and drill facts, and the
 # framing is drawn per prompt from a grammar of labels, layouts, instructions and cues, so no two prompts share a
 # template's full text. The template key is the cue (or the rewrite instruction), so the held-out split holds out

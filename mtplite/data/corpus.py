@@ -106,33 +106,3 @@ def write_shard(folder, rows, meta):
     return path
 
 
-def check_corpus(backbone, rows, metas, n_rows=4, n_tokens=8, agree=0.9):
-    """The corpus must come from this backbone: same fingerprint, and the backbone, run teacher-forced over a few
-    rows, predicts their first greedy tokens again. A corpus distilled on other hardware (CUDA float32) may differ at a
-    near-tie, hence a share (`agree`) rather than every token."""
-    import torch
-
-    from mtplite.model.decoder import causal_mask
-
-    fp = metas[0]["backbone_fingerprint"] if metas else None
-    if fp != backbone.fingerprint:
-        raise UserError(f"{metas[0]['path']}: corpus distilled from backbone {fp}, the local {backbone.spec} is "
-                        f"{backbone.fingerprint}; distil a corpus for it (mtplite distill --backbone {backbone.spec})")
-    pick = [r for r in rows if len(r["tokens"]) - r["prompt_len"] >= 2][:: max(1, len(rows) // n_rows)][:n_rows]
-    dec, hit, n = backbone.model, 0, 0
-    dtype = next(dec.parameters()).dtype
-    with torch.no_grad():
-        for r in pick:
-            seq = r["tokens"][: r["prompt_len"] + n_tokens]
-            pos = torch.arange(len(seq), dtype=torch.int32)
-            lg, _, _ = dec(dec.embed(torch.tensor([seq])).to(dtype), pos, causal_mask(pos, len(seq), dtype),
-                           dec.empty_cache(len(seq), dtype=dtype))
-            pred = lg[0, r["prompt_len"] - 1: -1].argmax(-1).tolist()
-            want = seq[r["prompt_len"]:]
-            hit += sum(a == b for a, b in zip(pred, want))
-            n += len(want)
-    if n and hit < agree * n:
-        raise UserError(f"{metas[0]['path']}: the local {backbone.spec} ({backbone.fingerprint}) re-predicts only "
-                        f"{hit}/{n} of the corpus's first greedy tokens although the fingerprints ({fp}) match; its "
-                        f"numerics ({metas[0]['numerics']}) differ too much from this machine's: distil it here")
-    return {"checked_tokens": n, "agreed": hit}

@@ -55,8 +55,8 @@ class MainActivity : Activity() {
         bundle.gate = GatedDraft(manifest.minProb)  // the head drafts only while it is sure (0 = always)
         view<Button>(R.id.run).setOnClickListener {
             val text = view<EditText>(R.id.prompt).text.toString()
-            // the calibrated setting wins: `mtplite calibrate` may have switched MTP off for this device class
-            val mtp = view<CheckBox>(R.id.mtp).isChecked && manifest.settingsK != "off"
+            // the calibrated setting wins: `mtplite calibrate` may have switched drafting off for this device class
+            val mtp = view<CheckBox>(R.id.mtp).isChecked && manifest.draft != "off"
             val output = view<TextView>(R.id.output)
             output.text = ""
             thread {

@@ -13,12 +13,13 @@ data class Manifest(
     val k: Int, val cacheLength: Int, val vocabSize: Int, val hiddenSize: Int, val numLayers: Int,
     val draftVocabSize: Int, val prefillLengths: List<Int>, val readLayers: List<Int>, val eosIds: List<Int>,
     val bosId: Int?, val files: Map<String, String>, val signatures: Map<String, Map<String, Signature>>,
-    val settingsK: Any?, val backboneFingerprint: String?, val headFingerprint: String?,
+    val backboneFingerprint: String?, val headFingerprint: String?,
     val minProb: Double = 0.0,  // settings.min_prob: the head's confidence gate chosen by `mtplite calibrate`
     val context: ContextDrafter? = null,  // drafter_ctx.tflite: the head with the context draft space (ContextSpace)
     // settings.hybrid_min_ngram: per drafter ("drafter" / "drafter_ctx"), the shortest lookup match hybrid copies
     val hybridMinNgram: Map<String, Int> = emptyMap(),
-    val draft: String = "mtp",  // settings.draft: who drafts by default (mtp | hybrid | lookup), chosen by calibrate
+    // settings.draft: who drafts by default (mtp | hybrid | lookup), or off where calibrate found nothing pays
+    val draft: String = "mtp",
 ) {
     /** The shortest lookup match hybrid copies with the given drafter: calibrate's choice, else [HYBRID_MIN_NGRAM]. */
     fun hybridMinNgram(withContext: Boolean) = hybridMinNgram[if (withContext) "drafter_ctx" else "drafter"] ?: HYBRID_MIN_NGRAM
@@ -100,11 +101,12 @@ fun parseManifest(text: String, where: String): Manifest {
     if (hm !is Map<*, *> || hm.any { (d, n) -> d !in listOf("drafter", "drafter_ctx") || n !in listOf(1L, 2L, 3L) })
         fail(where, "settings.hybrid_min_ngram must map drafter / drafter_ctx to 1, 2 or 3; re-run `mtplite calibrate`")
     val hybrid = hm.entries.associate { (d, n) -> d.toString() to (n as Long).toInt() }
-    val draft = settings?.get("draft") ?: "mtp"
-    if (draft !in listOf("mtp", "hybrid", "lookup")) fail(where, "settings.draft = $draft must be mtp, hybrid or lookup; re-run `mtplite calibrate`")
+    // calibrations before settings.draft could say "off" wrote it as settings.K
+    val draft = if (settings?.get("K") == "off") "off" else settings?.get("draft") ?: "mtp"
+    if (draft !in listOf("mtp", "hybrid", "lookup", "off")) fail(where, "settings.draft = $draft must be mtp, hybrid, lookup or off; re-run `mtplite calibrate`")
     val man = Manifest(k, c, v, h, nl, dv, pl.map { it.toInt() }, rl.map { it.toInt() }, eos.map { it.toInt() },
         (m["bos_id"] as? Long)?.toInt(), files.entries.associate { it.key.toString() to it.value.toString() }, sigs,
-        settings?.get("K"), m["backbone_fingerprint"] as? String, m["head_fingerprint"] as? String, minProb,
+        m["backbone_fingerprint"] as? String, m["head_fingerprint"] as? String, minProb,
         m["context_drafter"]?.let { parseContext(it, v, where) }, hybrid, draft as String)
     checkContract(man, where)
     return man

@@ -4,7 +4,7 @@ trained on; the benchmark prompts are never looked at. Ties (within --tie of the
 `mtplite train` does this itself after training (--copy-exact auto, over 0, 2, 4, 8, 16); this script is for a head
 trained before that, or for other values.
 
-  python scripts/tune_copy_exact.py --backbone gemma3-270m --head HEAD_DIR --data DISTILL.jsonl --out NEW_HEAD_DIR
+  python scripts/probes/tune_copy_exact.py --backbone gemma3-270m --head HEAD_DIR --data DISTILL.jsonl --out NEW_HEAD_DIR
       [--values 0,2,4,6,8] [--rows 320] [--json out.json]
 """
 import argparse
@@ -18,7 +18,8 @@ from mtplite.errors import UserError, run_main
 from mtplite.model.head import load_head, save_head, with_copy_exact
 from mtplite.model.load import load_backbone
 from mtplite.paths import write_text_atomic
-from mtplite.train.train import held_out_rows, split_of, tune_copy_exact
+from mtplite.train.train import held_out_rows, tune_copy_exact
+from mtplite.data.splits import split_of
 
 
 def main():

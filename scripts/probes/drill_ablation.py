@@ -4,7 +4,7 @@ random, mtplite.data.drill_prompts). Both are scored teacher-forced on the held-
 on held-out drill templates, and on the benchmark prompts (evaluation only: greedy continuations made here, never
 trained on), per task type, with the copy probe's split on the benchmark prompts.
 
-  python scripts/drill_ablation.py --data DISTILL.jsonl [--drills 36] [--minutes 12] [--seed 0] [--json out.json]
+  python scripts/probes/drill_ablation.py --data DISTILL.jsonl [--drills 36] [--minutes 12] [--seed 0] [--json out.json]
 
 DISTILL.jsonl is a distillation cache of the backbone (96 new tokens); the drills are distilled into it if missing.
 
@@ -12,10 +12,9 @@ DISTILL.jsonl is a distillation cache of the backbone (96 new tokens); the drill
 B = the same plus --copy-heads pointer heads over layer 0's V cache, both on the same rows (topics + drills) and the
 same budget.
 
---compare copy-follow: the trigram pointer re-matching at every draft step against the same pointer continuing its
-match through the carried read-position code (copy_follow, model/head.py CopyRead).
-
-(The bigram-pointer and copy-only-ids arms were retired with those experiments; git tag lab-before-retire-39 has them.)
+(The bigram-pointer and copy-only-ids arms were retired with those experiments, in git tag lab-before-retire-39;
+the re-matching pointer arm in lab-before-redesign-39.) The JSON carries the title and description mtplite.results
+prints above its table.
 """
 import argparse
 import json
@@ -27,15 +26,30 @@ import torch
 
 from mtplite.data import drill_prompts, is_drill, training_prompts
 from mtplite.errors import UserError, run_main
-from mtplite.model.head import MAX_COPY_HEADS, default_follow, save_head
+from mtplite.model.head import MAX_COPY_HEADS, save_head
 from mtplite.model.load import load_backbone
 from mtplite.paths import write_text_atomic
-from mtplite.runtime.bench import default_prompts, load_prompts
+from mtplite.data.benchmark import default_prompts, load_prompts
 from mtplite.train.distill import distill, load_rows
-from mtplite.train.train import SPLIT, accepted_runs, split_rows, train_head
+from mtplite.train.train import accepted_runs, train_head
+from mtplite.data.splits import SPLIT, split_rows
 
-sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1]))  # copy_probe is a reproduction script
 from copy_probe import probe  # noqa: E402
+
+
+# what each comparison's arms differ in: the section title and text mtplite.results prints above the table
+ARMS = {
+    "drills": ("Copy drills",
+               "Do copy drills (prompts whose specifics are random, `mtplite.data.drill_prompts`) teach the head to "
+               "copy? Two heads per seed, same training budget ({minutes} min, {epochs} epochs at most) and the same "
+               "number of distilled training tokens; B replaces part of A's topic rows with drills "
+               "(`scripts/probes/drill_ablation.py`)."),
+    "copy": ("Copy read",
+             "Does a pointer over the text make the head copy? A = the attention-only head, B = the same plus pointer "
+             "heads over layer 0's V cache (`CopyRead` in model/head.py). Same rows (topics + drills), seed and budget "
+             "({minutes} min, {epochs} epochs at most; `scripts/probes/drill_ablation.py --compare copy`)."),
+}
 
 
 def n_gen(rows):
@@ -76,7 +90,7 @@ def main():
     ap.add_argument("--k", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0, help="training seed of both heads (the held-out split stays fixed)")
     ap.add_argument("--prompts", help="benchmark prompts JSONL (default ../shared/prompts/tasks.jsonl)")
-    ap.add_argument("--compare", choices=("drills", "copy", "copy-follow"), default="drills")
+    ap.add_argument("--compare", choices=tuple(ARMS), default="drills")
     ap.add_argument("--copy-heads", type=int, default=2, help="pointer heads of arm B under --compare copy")
     ap.add_argument("--json")
     ap.add_argument("--save", help="directory to save each arm's head in (DIR/ARM)")
@@ -103,24 +117,25 @@ def main():
     while keep and n_gen(keep) + n_gen(d_train) > n_gen(t_train):
         keep.pop()
     n = a.copy_heads
-    F = default_follow(bb.model.c.hidden_size, n)
     if a.compare == "drills":
-        arms = {"A_topics": (t_train, 0, 0), "B_topics+drills": (keep + d_train, 0, 0)}
-    elif a.compare == "copy":
-        arms = {"A_attention": (t_train + d_train, 0, 0), f"C_copy{n}_trigram": (t_train + d_train, n, 0)}
+        arms = {"A_topics": (t_train, 0), "B_topics+drills": (keep + d_train, 0)}
     else:
-        arms = {f"C_copy{n}_trigram": (t_train + d_train, n, 0), f"D_copy{n}_follow{F}": (t_train + d_train, n, F)}
+        arms = {"A_attention": (t_train + d_train, 0), f"B_copy{n}": (t_train + d_train, n)}
     bench = bench_rows(bb, a.prompts or default_prompts(), a.max_new)
     sets = {"heldout_topic_templates": t_val, "heldout_drill_templates": d_val, "benchmark_prompts": bench}
-    res = {"compare": a.compare, "backbone": a.backbone, "fingerprint": bb.fingerprint, "seed": a.seed,
+    title, what = ARMS[a.compare]
+    scoring = (f"Teacher-forced accept length (K={a.k}) on held-out topic templates ({len(t_val)} rows), held-out drill "
+               f"templates ({len(d_val)}) and the {len(bench)} benchmark prompts (evaluation only); 'copyable right' = "
+               "benchmark positions where lookup's copy is right and the head's first draft is too.")
+    res = {"title": title, "description": what.format(minutes=f"{a.minutes:g}", epochs=a.epochs) + " " + scoring,
+           "compare": a.compare, "backbone": a.backbone, "fingerprint": bb.fingerprint, "seed": a.seed,
            "minutes_per_head": a.minutes,
            "epochs": a.epochs,
            "K": a.k, "eval_rows": {k: len(v) for k, v in sets.items()}, "arms": {}}
-    for name, (rows, copy_heads, follow) in arms.items():
+    for name, (rows, copy_heads) in arms.items():
         t0 = time.time()
         head, info = train_head(bb, rows, K=a.k, epochs=a.epochs, budget_s=a.minutes * 60, seed=a.seed, val_rows=t_val,
-                                log=lambda s: print(s, file=sys.stderr), copy_heads=copy_heads,
-                                copy_follow=follow)
+                                log=lambda s: print(s, file=sys.stderr), copy_heads=copy_heads)
         if a.save:
             save_head(head, f"{a.save}/{name}", {"backbone": a.backbone, "backbone_fingerprint": bb.fingerprint,
                                                   "split": SPLIT, "seed": a.seed, "train_generated_tokens": n_gen(rows),
@@ -129,7 +144,6 @@ def main():
                                                                           "best_val_accept_length")}})
         pr = probe(bb, head, bench)
         res["arms"][name] = {"train_rows": len(rows), "train_tokens": n_gen(rows), "copy_heads": copy_heads,
-                             "copy_follow": follow,
                              "drill_tokens": n_gen([r for r in rows if is_drill(r["id"])]),
                              "train_s": round(time.time() - t0, 1), "steps": info["steps"],
                              "history": info["history"],

@@ -32,7 +32,7 @@ def teacher_forced_agreement(b, ids, ref):
 def quant_report(float_dir, qdirs, prompts, max_new=48, threads=2, progress=True):
     from mtplite.model import generate as G
     from mtplite.runtime.bench import aggregate, run_mode
-    from mtplite.runtime.cli import encode
+    from mtplite.runtime.litert import encode
     from mtplite.runtime.litert import Bundle, load_tokenizer
 
     fb = Bundle(float_dir, threads=threads, mtp=True)
@@ -116,7 +116,7 @@ def register(sub):
 
 def cmd_quant_report(a):
     from mtplite.paths import write_text_atomic
-    from mtplite.runtime.bench import default_prompts, load_prompts
+    from mtplite.data.benchmark import default_prompts, load_prompts
 
     rep = quant_report(a.float_out, a.quant_outs, load_prompts(a.prompts or default_prompts()),
                        max_new=a.max_new_tokens, threads=a.threads)

@@ -2,7 +2,7 @@
 vs `fast_decode` (in-place KV writes, oneDNN-packed LM head), at several batch sizes, modes interleaved per round
 on the same prompts. Also checks both paths give the same greedy tokens at each batch size.
 
-  python scripts/bench_distill.py [--backbone gemma3-270m] [--prompts 256] [--new 32] [--batches 64,128]
+  python scripts/probes/bench_distill.py [--backbone gemma3-270m] [--prompts 256] [--new 32] [--batches 64,128]
       [--rounds 2] [--json results/micro/distill_speed_gemma.json]
 """
 import argparse

@@ -4,7 +4,7 @@ of the frequency ranking training uses (train.draft_vocab over a distillation ca
 how many of the benchmark's tokens occur anywhere in the cache. A label outside the draft space caps every draft
 that reaches it, whatever the head learns.
 
-  python scripts/vocab_coverage.py --backbone gemma3-270m --data DISTILL.jsonl [--sizes 4096,8192,16384,32768]
+  python scripts/probes/vocab_coverage.py --backbone gemma3-270m --data DISTILL.jsonl [--sizes 4096,8192,16384,32768]
       [--max-new 64] [--json out.json]
 """
 import argparse

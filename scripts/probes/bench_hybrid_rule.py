@@ -4,7 +4,7 @@ drafter and with drafter_ctx where the bundle has it. The copy probe ranks the d
 ranks the rules by tokens per second, which also pays for the head's drafting time. `mtplite calibrate` makes the
 same choice per device from measured step costs (settings.hybrid_min_ngram).
 
-  python scripts/bench_hybrid_rule.py BUNDLE [--prompts tasks.jsonl] [--gate] [--ctx-only] [--json out.json]
+  python scripts/probes/bench_hybrid_rule.py BUNDLE [--prompts tasks.jsonl] [--gate] [--ctx-only] [--json out.json]
 """
 import argparse
 import json
@@ -14,8 +14,9 @@ from collections import defaultdict
 
 from mtplite.errors import run_main
 from mtplite.paths import write_text_atomic
-from mtplite.runtime.bench import aggregate, default_prompts, load_prompts, run_mode
-from mtplite.runtime.cli import encode
+from mtplite.runtime.bench import aggregate, run_mode
+from mtplite.data.benchmark import default_prompts, load_prompts
+from mtplite.runtime.litert import encode
 from mtplite.runtime.litert import Bundle, load_tokenizer
 
 

@@ -1,0 +1,118 @@
+"""What a bundle says about itself: its manifest, identity hashes, LiteRT-LM metadata and the .litertlm packing.
+
+Export writes these for a new bundle and quantize rewrites them for a re-quantized copy, so both use this module.
+"""
+import hashlib
+import json
+from pathlib import Path
+
+from mtplite.errors import UserError
+from mtplite.export.contract import FORMAT_VERSION, read_tflite
+
+
+def write_tokenizer(backbone, path):
+    tok = backbone.tokenizer
+    if not hasattr(tok, "backend_tokenizer"):
+        raise UserError(f"{backbone.spec}: only fast (tokenizer.json) tokenizers can be bundled")
+    Path(path).write_text(tok.backend_tokenizer.to_str())
+
+
+def llm_metadata(backbone, cache_len, path):
+    llm_metadata_from_manifest({"bos_id": backbone.bos_id, "eos_ids": backbone.eos_ids, "cache_length": cache_len}, path)
+
+
+def llm_metadata_from_manifest(man, path):
+    lines = []
+    if man.get("bos_id") is not None:
+        lines.append(f"start_token {{ token_ids {{ ids: {man['bos_id']} }} }}")
+    for e in man["eos_ids"]:
+        lines.append(f"stop_tokens {{ token_ids {{ ids: {e} }} }}")
+    lines.append(f"max_num_tokens: {man['cache_length']}")
+    lines.append("llm_model_type { generic_model {} }")
+    Path(path).write_text("\n".join(lines) + "\n")
+
+
+def build_litertlm(tmp, out_file):
+    from litert_lm_builder import DType, LitertLmFileBuilder, Metadata, TfLiteModelType
+
+    b = LitertLmFileBuilder()
+    b.add_system_metadata(Metadata(key="Authors", value="mtplite", dtype=DType.STRING))
+    b.add_llm_metadata(str(tmp / "llm_metadata.textproto"))
+    b.add_hf_tokenizer(str(tmp / "tokenizer.json"))
+    b.add_tflite_model(str(tmp / "backbone.tflite"), TfLiteModelType.PREFILL_DECODE)
+    b.add_tflite_model(str(tmp / "embedder.tflite"), TfLiteModelType.EMBEDDER)
+    b.add_tflite_model(str(tmp / "drafter.tflite"), TfLiteModelType.MTP_DRAFTER)
+    with open(out_file, "wb") as f:
+        b.build(f)
+
+
+def write_bench_prompts(backbone, path):
+    """The benchmark prompts pre-tokenized for the Android demo (it has no HF tokenizer)."""
+    from mtplite.data.benchmark import default_prompts, load_prompts
+    from mtplite.model.load import format_prompt
+
+    try:
+        prompts = load_prompts(default_prompts())
+    except UserError:
+        prompts = [{"id": "demo-0", "task": "freeform", "prompt": "The three primary colors are"}]
+    with open(path, "w") as f:
+        for p in prompts:
+            f.write(json.dumps({"id": p["id"], "task": p["task"], "ids": format_prompt(backbone, p["prompt"])}) + "\n")
+
+
+def file_sha(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()[:16]
+
+
+def bundle_identity(d):
+    shas = {f: file_sha(d / f) for f in ("backbone.tflite", "embedder.tflite", "drafter.tflite", "tokenizer.json",
+                                         "standalone.tflite", "drafter_ctx.tflite") if (d / f).exists()}
+    return {"files_sha256": shas,
+            "bundle_fingerprint": hashlib.sha256(json.dumps(shas, sort_keys=True).encode()).hexdigest()[:16]}
+
+
+def make_manifest(backbone, head, head_doc, cache_len, prefill_lengths, K, sigs, quant, sizes):
+    c = backbone.model.c
+    return {
+        "format": "mtplite-bundle", "format_version": FORMAT_VERSION, "created_by": "mtplite export",
+        "backbone_spec": backbone.spec, "backbone_fingerprint": backbone.fingerprint,
+        "head_fingerprint": head_doc.get("head_fingerprint"), "head_target_quant": head_doc.get("target_quant"),
+        "head_split": head_doc.get("split"),
+        "head_val_templates": head_doc.get("val_templates"),
+        "family": c.family,
+        "K": K, "cache_length": cache_len, "prefill_lengths": list(prefill_lengths), "vocab_size": c.vocab_size,
+        "draft_vocab_size": head.c.draft_vocab_size, "hidden_size": c.hidden_size, "num_layers": c.num_layers,
+        "num_kv_heads": c.num_kv_heads, "head_dim": c.head_dim, "read_layers": list(head.c.read_layers),
+        "kv_layout": {"k": "[1, num_kv_heads, cache_length, head_dim] (sequence axis 2)",
+                      "v": "[1, num_kv_heads, head_dim, cache_length] (sequence axis 3)",
+                      "names": ["kv_cache_k_<layer>", "kv_cache_v_<layer>"]},
+        "mask": "float32 additive: 0 = attend, -1e9 = masked",
+        "drafter_input_pos": "position of the newest token (its KV is not cached yet); same for all K steps",
+        "files": {"backbone": "backbone.tflite", "embedder": "embedder.tflite", "drafter": "drafter.tflite",
+                  "tokenizer": "tokenizer.json"},
+        "file_bytes": sizes,
+        "signatures": sigs,
+        "quantization": quant,
+        "bos_id": backbone.bos_id, "eos_ids": list(backbone.eos_ids),
+        "chat_template": backbone.tokenizer.chat_template if backbone.chat else None,
+        "settings": {"K": K, "source": "export default (run `mtplite calibrate` to measure)"},
+    }
+
+
+def head_fingerprint(head):
+    h = hashlib.sha256()
+    for k, v in sorted(head.state_dict().items()):
+        h.update(k.encode())
+        h.update(v.detach().float().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def context_manifest(backbone, head, d, M):
+    """manifest["context_drafter"]: what the runtime needs to fill drafter_ctx's context inputs."""
+    return {"file": "drafter_ctx.tflite", "bytes": (d / "drafter_ctx.tflite").stat().st_size, "max_ids": M,
+            "space_ids": head.draft_ids_t.tolist(), "embed_scale": float(backbone.model.c.embed_scale),
+            "copy_rows": head.copy is not None, "signatures": read_tflite(d / "drafter_ctx.tflite")[0]}

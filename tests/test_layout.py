@@ -1,0 +1,111 @@
+"""The code reads as load -> train -> export -> quantize -> run: each stage imports only earlier ones, never the
+top-level commands, and no module imports itself back through others."""
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# package -> folder, in data-flow order (mtplite.errors and mtplite.paths are shared helpers, below every stage)
+STAGES = [("mtplite.data", "mtplite/data"), ("mtplite.model", "model"), ("mtplite.train", "train"),
+          ("mtplite.export", "export"), ("mtplite.quantize", "quantize"), ("mtplite.runtime", "runtime")]
+BASE = {"mtplite", "mtplite.errors", "mtplite.paths"}
+
+
+def modules():
+    out = {}
+    for pkg, folder in STAGES:
+        for f in sorted((ROOT / folder).glob("*.py")):
+            out[pkg if f.stem == "__init__" else f"{pkg}.{f.stem}"] = f
+    for f in sorted((ROOT / "mtplite").glob("*.py")):
+        out["mtplite" if f.stem == "__init__" else f"mtplite.{f.stem}"] = f
+    return out
+
+
+def imports(path, known):
+    """Every mtplite module a file imports, at the top or inside a function."""
+    found = set()
+    for n in ast.walk(ast.parse(path.read_text())):
+        if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("mtplite"):
+            found.add(n.module)
+            found |= {f"{n.module}.{a.name}" for a in n.names if f"{n.module}.{a.name}" in known}
+        elif isinstance(n, ast.Import):
+            found |= {a.name for a in n.names if a.name.startswith("mtplite")}
+    return {m for m in found if m in known}
+
+
+def stage(mod):
+    return next((i for i, (pkg, _) in enumerate(STAGES) if mod == pkg or mod.startswith(pkg + ".")), None)
+
+
+def violations(graph):
+    bad = []
+    for mod, deps in graph.items():
+        s = stage(mod)
+        if s is None:
+            continue
+        for d in deps:
+            t = stage(d)
+            if t is None and d not in BASE:
+                bad.append(f"{mod} imports the top-level {d}")
+            elif t is not None and t > s:
+                bad.append(f"{mod} imports the later stage {d}")
+    return bad
+
+
+def cycles(graph):
+    """Import cycles among modules (a package's __init__ importing nothing counts as no edge)."""
+    found, state = [], {}
+
+    def visit(m, path):
+        state[m] = 1
+        for d in sorted(graph.get(m, ())):
+            if state.get(d) == 1:
+                found.append(" -> ".join(path[path.index(d):] + [d]))
+            elif d not in state:
+                visit(d, path + [d])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    return found
+
+
+def test_stages_import_only_earlier_stages_and_no_cycles():
+    known = modules()
+    graph = {m: imports(f, known) - {m} for m, f in known.items()}
+    assert not violations(graph), "\n".join(violations(graph))
+    assert not cycles(graph), "\n".join(cycles(graph))
+
+
+def test_the_checks_catch_what_they_look_for():
+    graph = {"mtplite.model.head": {"mtplite.runtime.litert"}, "mtplite.runtime.litert": {"mtplite.cli"},
+             "mtplite.train.a": {"mtplite.train.b"}, "mtplite.train.b": {"mtplite.train.a", "mtplite.errors"}}
+    assert violations(graph) == ["mtplite.model.head imports the later stage mtplite.runtime.litert",
+                                 "mtplite.runtime.litert imports the top-level mtplite.cli"]
+    assert cycles(graph) == ["mtplite.train.a -> mtplite.train.b -> mtplite.train.a"]
+
+
+def test_head_config_and_train_options_stay_small():
+    import dataclasses
+
+    from mtplite.model.head import HeadConfig
+
+    assert len(dataclasses.fields(HeadConfig)) <= 16, [f.name for f in dataclasses.fields(HeadConfig)]
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "mtplite.cli", "train", "--help"], capture_output=True, text=True,
+                       timeout=120)
+    opts = re.findall(r"^\s{2}(-{1,2}[\w-]+)", r.stdout, re.M)
+    assert r.returncode == 0 and "--data" in opts and len(opts) <= 25, opts
+
+
+def test_product_code_cites_no_work_log_entries():
+    """The story lives in notes/PERF.md; code says why in a sentence, not which session measured it."""
+    hits = []
+    for f in modules().values():
+        for i, line in enumerate(f.read_text().splitlines(), 1):
+            if re.search(r"\bsessions? \d+|issue #\d+|#\d+'s\b", line):
+                hits.append(f"{f.relative_to(ROOT)}:{i}: {line.strip()}")
+    assert not hits, "\n".join(hits)
