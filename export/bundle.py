@@ -32,18 +32,41 @@ def llm_metadata_from_manifest(man, path):
     Path(path).write_text("\n".join(lines) + "\n")
 
 
-def build_litertlm(tmp, out_file):
+def build_litertlm(tmp, out_file, drafter=True, metadata=None):
+    """Pack the graphs of dir `tmp` (and its llm_metadata.textproto, or `metadata`) into a .litertlm; drafter=False
+    leaves the MTP_DRAFTER section out (the engine then decodes plainly)."""
     from litert_lm_builder import DType, LitertLmFileBuilder, Metadata, TfLiteModelType
 
+    tmp = Path(tmp)
     b = LitertLmFileBuilder()
     b.add_system_metadata(Metadata(key="Authors", value="mtplite", dtype=DType.STRING))
-    b.add_llm_metadata(str(tmp / "llm_metadata.textproto"))
+    b.add_llm_metadata(str(metadata or tmp / "llm_metadata.textproto"))
     b.add_hf_tokenizer(str(tmp / "tokenizer.json"))
     b.add_tflite_model(str(tmp / "backbone.tflite"), TfLiteModelType.PREFILL_DECODE)
     b.add_tflite_model(str(tmp / "embedder.tflite"), TfLiteModelType.EMBEDDER)
-    b.add_tflite_model(str(tmp / "drafter.tflite"), TfLiteModelType.MTP_DRAFTER)
+    if drafter:
+        b.add_tflite_model(str(tmp / "drafter.tflite"), TfLiteModelType.MTP_DRAFTER)
     with open(out_file, "wb") as f:
         b.build(f)
+
+
+# the drafter-free variant `mtplite calibrate` writes where the official engine's MTP does not pay
+NO_DRAFTER = "model-nodrafter.litertlm"
+
+
+def build_litertlm_without_drafter(bundle_dir, out_file):
+    """The bundle's .litertlm without its MTP_DRAFTER section, from the same graphs (OUT/android), written atomically:
+    for the official engine where its MTP measured slower than its plain decoding."""
+    import tempfile
+
+    from mtplite.paths import atomic_path
+
+    d = Path(bundle_dir)
+    man = json.loads((d / "android" / "manifest.json").read_text())
+    with tempfile.TemporaryDirectory(dir=d) as tmp, atomic_path(out_file) as part:
+        meta = Path(tmp) / "llm_metadata.textproto"
+        llm_metadata_from_manifest(man, meta)
+        build_litertlm(d / "android", part, drafter=False, metadata=meta)
 
 
 def write_bench_prompts(backbone, path):
@@ -116,3 +139,17 @@ def context_manifest(backbone, head, d, M):
     return {"file": "drafter_ctx.tflite", "bytes": (d / "drafter_ctx.tflite").stat().st_size, "max_ids": M,
             "space_ids": head.draft_ids_t.tolist(), "embed_scale": float(backbone.model.c.embed_scale),
             "copy_rows": head.copy is not None, "signatures": read_tflite(d / "drafter_ctx.tflite")[0]}
+
+
+def engine_verdict(rec):
+    """One plain line about the engine record, for inspect and quickstart's summary."""
+    if not rec:
+        return "official engine: not measured (run `mtplite calibrate` on this bundle)"
+    if "error" in rec:
+        return f"official engine: could not be measured ({rec['error']})"
+    head = (f"official engine: MTP {rec['mtp_over_plain']:.2f}x plain on {rec['prompts']} held-out prompts "
+            f"({rec['mtp_tokens_per_s']:.1f} vs {rec['plain_tokens_per_s']:.1f} tok/s)")
+    if rec["pays"]:
+        return head + ": MTP pays there; ship model.litertlm"
+    return (head + ": MTP does NOT pay in the engine; ship " + rec.get("variant", NO_DRAFTER)
+            + " (no drafter section, plain decoding) to the engine, and model.litertlm only to mtplite's runtime")

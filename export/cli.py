@@ -17,8 +17,16 @@ def inspect_bundle(out):
     for need in ("tf_lite_prefill_decode", "tf_lite_embedder", "tf_lite_mtp_drafter"):
         if need not in types:
             raise UserError(f"{out / 'model.litertlm'}: section {need} is missing (has {types}); re-export")
-    return {"bundle": str(out), "sections": secs, "signatures": sigs, "K": man["K"],
-            "cache_length": man["cache_length"], "quantization": man.get("quantization"), "ok": True}
+    info = {"bundle": str(out), "sections": secs, "signatures": sigs, "K": man["K"],
+            "cache_length": man["cache_length"], "quantization": man.get("quantization"),
+            "engine": man.get("engine"), "ok": True}
+    variant = (man.get("engine") or {}).get("variant")
+    if variant:  # calibrate wrote it where the engine's MTP did not pay: it must hold no drafter
+        vt = [s["model_type"] for s in litertlm_sections(out / variant) if s["model_type"]]
+        if "tf_lite_mtp_drafter" in vt or "tf_lite_prefill_decode" not in vt:
+            raise UserError(f"{out / variant}: sections {vt} are not the drafter-free variant; re-run `mtplite calibrate {out}`")
+        info["variant_sections"] = vt
+    return info
 
 
 def cmd_inspect(a):
@@ -26,7 +34,10 @@ def cmd_inspect(a):
     if a.json:
         print(json.dumps(info, indent=1))
         return
+    from mtplite.export.bundle import engine_verdict
+
     print(f"bundle {info['bundle']}: contract OK (K={info['K']}, cache {info['cache_length']})")
+    print(f"  {engine_verdict(info['engine'])}")
     for s in info["sections"]:
         print(f"  section {s['model_type'] or s['data_type']:28s} {s['end'] - s['begin']:>12,d} bytes")
     for g, sig in info["signatures"].items():

@@ -20,7 +20,9 @@ from mtplite.model.decoder import causal_mask
 
 
 def run(prompt_ids, steps, *, max_new_tokens, eos_ids=(), K=0, cache_len, should_stop=None, on_token=None):
-    """K = 0 means plain greedy decoding. Returns tokens (EOS excluded), stop reason, per-cycle trace and stats."""
+    """K = 0 means plain greedy decoding. Returns tokens (EOS excluded), stop reason, the stop token where an EOS
+    ended the turn (a multi-turn transcript must keep it: LiteRT-LM #3439 loses it), per-cycle trace and stats.
+    The budget counts emitted tokens only: accepted drafts past it are dropped, never charged (LiteRT-LM #2816)."""
     prefill, decode, verify, draft = steps
     P = len(prompt_ids)
     if P < 1:
@@ -29,13 +31,13 @@ def run(prompt_ids, steps, *, max_new_tokens, eos_ids=(), K=0, cache_len, should
         raise ValueError(f"prompt is {P} tokens but the cache holds {cache_len}")
     out, trace = [], []
     stats = {"cycles": 0, "plain_steps": 0, "drafted": 0, "accepted": 0, "per_depth": [0] * max(K, 1), "draft_s": 0.0, "verify_s": 0.0}
-    reason = None
+    reason, stop_token = None, None
     t0 = time.perf_counter()
 
     def emit(tok):
-        nonlocal reason
+        nonlocal reason, stop_token
         if tok in eos_ids:
-            reason = "eos"
+            reason, stop_token = "eos", int(tok)
             return False
         out.append(tok)
         if on_token:
@@ -94,7 +96,8 @@ def run(prompt_ids, steps, *, max_new_tokens, eos_ids=(), K=0, cache_len, should
                       "emitted": list(map(int, emitted))})
         tok, act, pos = ys[n], acts[n], pos + n + 1
     elapsed = time.perf_counter() - t0
-    return {"tokens": out, "stop_reason": reason, "trace": trace, **stats, "ttft_s": ttft, "total_s": elapsed}
+    return {"tokens": out, "stop_reason": reason, "stop_token": stop_token, "trace": trace, **stats, "ttft_s": ttft,
+            "total_s": elapsed}
 
 
 def summary(res, K):

@@ -126,7 +126,7 @@ def cmd_quickstart(a):
     man = json.loads(man_path.read_text())
     if fresh or (man.get("settings") or {}).get("source") != "mtplite calibrate":
         log(f"calibrating K on this device (expect ~{STAGE_MIN['calibrate']} min)")
-        s = calibrate(bundle, None, threads=a.threads, n=6 if quick else 12)
+        s = calibrate(bundle, None, threads=a.threads, n=6 if quick else 12, engine=not quick, progress=log)
         log(f"calibrate: settings.draft={s['draft']} ({s['reason']})")
         t = lap("calibrate", t)
     log(f"benchmarking {len(prompts)} prompts: plain / MTP / prompt lookup / hybrid"
@@ -142,9 +142,9 @@ def cmd_quickstart(a):
     write_text_atomic(root / "bench.json", json.dumps(res, indent=1))
     plot(res, root / "bench.png")
     print(markdown(res))
-    settings = json.loads(man_path.read_text()).get("settings") or {}  # calibrate's, written after `man` was read
+    man = json.loads(man_path.read_text())  # with calibrate's settings and engine record, written after it was read
     print(f"\nmtplite quickstart done in {(time.time() - t0) / 60:.1f} min\n"
-          + closing(res, settings, a.threads, bundle, root))
+          + closing(res, man.get("settings") or {}, a.threads, bundle, root, man.get("engine")))
 
 
 # minutes each later stage took in a fresh Gemma 3 270M quickstart on the 2-core CI machine (notes/PERF.md)
@@ -188,7 +188,7 @@ def plan(budget, share, corpus, have_head, have_bundle, quick, quant):
         [f"  {i}. {name:<14} {what}" for i, (name, what) in enumerate(stages, 1)] + [f"  total about {total:.0f} min"]
 
 
-def closing(res, settings, threads, bundle, root):
+def closing(res, settings, threads, bundle, root, engine=None):
     """The closing lines: each drafting mode's measured speedup, and which one `mtplite generate` uses by default
     (calibrate's choice): with a small head, prompt lookup alone can be the fastest, and the user must not read the
     MTP line as what they will get."""
@@ -205,7 +205,10 @@ def closing(res, settings, threads, bundle, root):
                f"{settings.get('reason', 'chose it')}\n" if settings.get("draft") else "")
     if settings.get("draft") == "off":  # calibrate switched drafting off: generate decodes plainly
         default = f"  `mtplite generate` decodes plainly by default (drafting off), because calibrate {settings.get('reason', '')}\n"
+    from mtplite.export.bundle import engine_verdict
+
     return (f"  decode speedup vs plain (this CPU, {threads} threads): " + "; ".join(modes) + "\n" + default +
+            f"  {engine_verdict(engine)}\n" +
             f"  MTP adds {res['memory']['drafter_bytes'] / 1e6:.1f} MB of weights and 0 KV bytes\n"
             f"  bundle: {bundle / 'model.litertlm'} (LiteRT-LM), {bundle / 'android'} (Android demo)\n"
             f"  results: {root / 'bench.json'}, {root / 'bench.png'}\n"

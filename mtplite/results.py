@@ -512,8 +512,10 @@ def mode_table(bench):
     t, tasks = bench["table"], bench["tasks"]
     q = (bench.get("manifest") or {}).get("quantization") or {}
     main = q.get("backbone", "?")
+    cpu = any(t[m]["all"].get("cpu_s_per_token") for m in bench["modes"])  # recorded by newer benches only
     L = ["| mode | backbone | tok/s | vs plain (same bundle) | tokens/pass | draft / verify ms per cycle | "
-         + " | ".join(f"τ {x}" for x in tasks) + " |", "|" + "---|" * (6 + len(tasks))]
+         + ("CPU-ms per token | " if cpu else "") + " | ".join(f"τ {x}" for x in tasks) + " |",
+         "|" + "---|" * (6 + cpu + len(tasks))]
     for m in bench["modes"]:
         base, _, n = m.partition("@")
         plain = f"plain@{n}" if n else "plain"
@@ -525,13 +527,17 @@ def mode_table(bench):
         tpp = t[m]["all"].get("tokens_per_pass")
         dm, vm = t[m]["all"].get("draft_ms_per_cycle"), t[m]["all"].get("verify_ms_per_cycle")
         ms = f"{dm:.1f} / {vm:.1f}" if dm is not None and vm is not None else "-"
+        c = t[m]["all"].get("cpu_s_per_token")
+        ms += (f" | {1e3 * c:.1f}" if c else " | -") if cpu else ""
         L.append(f"| {label} | {bq} | {tps:.1f} | {ratio:.2f}x | {f'{tpp:.2f}' if tpp else '-'} | {ms} | " + " | ".join(
             f"{t[m][x]['accept_length']:.2f}" if t[m][x].get("accept_length") else "-" for x in tasks) + " |")
     e = bench.get("engine") or {}
     if "engine_mtp" in e:
         for k, name in (("engine_plain", "official engine, MTP off"), ("engine_mtp", "official engine, MTP on")):
             r = e[k]["decode_tokens_per_s"] / e["engine_plain"]["decode_tokens_per_s"]
-            L.append(f"| {name} | {main} | {e[k]['decode_tokens_per_s']:.1f} | {r:.2f}x | - | - | " + " | ".join("-" for _ in tasks) + " |")
+            c = f" {1e3 * e[k]['cpu_s_per_token']:.1f} |" if e[k].get("cpu_s_per_token") else " - |"
+            L.append(f"| {name} | {main} | {e[k]['decode_tokens_per_s']:.1f} | {r:.2f}x | - | - |" + (c if cpu else "")
+                     + " " + " | ".join("-" for _ in tasks) + " |")
     return L + [""]
 
 

@@ -121,6 +121,7 @@ def quantize_bundle(src, dst, recipe_map, progress=print):
             f = tmp / "android" / man["context_drafter"]["file"]
             man["context_drafter"].update(bytes=f.stat().st_size, signatures=read_tflite(f)[0])
         man["settings"] = {"K": man["K"], "source": "export default (run `mtplite calibrate` to measure)"}
+        man.pop("engine", None)  # the engine was timed on the source's graphs: calibrate measures these anew
         man.update(bundle_identity(tmp / "android"))
         (tmp / "android" / "manifest.json").write_text(json.dumps(man, indent=1))
         llm_metadata_from_manifest(man, tmp / "android" / "llm_metadata.textproto")

@@ -3,14 +3,10 @@
 Modes run interleaved prompt by prompt in one process, so machine noise hits them alike; ratios are computed per
 task type from the same run. Writes a Markdown table (stdout), JSON and a PNG plot.
 """
-import json
-import re
 import resource
-import subprocess
 import sys
 import time
 from collections import defaultdict
-from pathlib import Path
 
 from tqdm import tqdm
 
@@ -32,16 +28,18 @@ def run_mode(b, tok_ids, K, mode, max_new, eos, min_ngram=None):
                                      min_ngram=min_ngram or b.hybrid_min_ngram())
     # '+gate': the head stops drafting below the calibrated probability (settings.min_prob); plain modes ignore it
     b.min_prob = b.calibrated_min_prob() if gated else 0.0
+    cpu0 = time.process_time()  # user + system of every thread (XNNPACK's too): the battery's proxy
     try:
         res = G.run(tok_ids, steps, max_new_tokens=max_new, eos_ids=eos, K=K, cache_len=b.C,
                     on_token=on_tok)
     finally:
         b.min_prob = 0.0
+    cpu_s = time.process_time() - cpu0
     n = len(res["tokens"])
     dec_s = res["total_s"] - res["ttft_s"]
     s = G.summary(res, K)
     cyc = max(res["cycles"], 1)
-    return {"tokens": n, "decode_s": dec_s, "ttft_s": res["ttft_s"], "out": res["tokens"],
+    return {"tokens": n, "decode_s": dec_s, "ttft_s": res["ttft_s"], "out": res["tokens"], "cpu_s": cpu_s,
             "decode_tokens_per_s": (n - 1) / dec_s if n > 1 and dec_s > 0 else None,
             "accept_length": s["accept_length"], "cycles": res["cycles"], "accepted": res["accepted"],
             "backbone_passes": 1 + res["cycles"] + res["plain_steps"],  # decode/verify calls after prefill
@@ -69,6 +67,9 @@ def aggregate(recs):
             "draft_ms_per_cycle": sum(r["draft_ms_per_cycle"] * r["cycles"] for r in recs) / cyc if cyc else None,
             "verify_ms_per_cycle": sum(r["verify_ms_per_cycle"] * r["cycles"] for r in recs) / cyc if cyc else None,
             "generated_tokens": sum(r["tokens"] for r in recs), "prompts": len(recs),
+            # process CPU-seconds per generated token, prefill included (user + system around each generation)
+            "cpu_s_per_token": (sum(r["cpu_s"] for r in recs) / max(sum(r["tokens"] for r in recs), 1)
+                                if all("cpu_s" in r for r in recs) else None),
             "accepted_by_source": by_source(recs)}
 
 
@@ -80,47 +81,6 @@ def by_source(recs):
             out[src]["accepted"] += v["accepted"]
             out[src]["cycles"] += v["cycles"]
     return dict(out)
-
-
-ENGINE_SCRIPT = r"""
-import json, sys, time, litert_lm
-path, prompts, n, cache = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-litert_lm.set_min_log_severity(litert_lm.LogSeverity.INFO)
-out = {}
-for on in (False, True):
-    eng = litert_lm.Engine(path, backend=litert_lm.Backend.CPU(), cache_dir=cache)
-    rows = []
-    for p in prompts:
-        s = eng.create_session(apply_prompt_template=False, max_output_tokens=n, enable_speculative_decoding=on)
-        t = time.perf_counter(); s.run_prefill([p]); t1 = time.perf_counter()
-        text = s.run_decode().texts[0]; t2 = time.perf_counter(); s.close()
-        rows.append({"text": text, "prefill_s": t1 - t, "decode_s": t2 - t1})
-    eng.close()
-    sys.stderr.write("MTPLITE_ENGINE_DONE %d\n" % on); sys.stderr.flush()
-    out[str(on)] = rows
-print("RESULT " + json.dumps(out))
-"""
-
-
-def run_engine(bundle_dir, prompts, max_new, tok):
-    path = Path(bundle_dir) / "model.litertlm"
-    cache = Path(bundle_dir) / ".engine-cache"
-    cache.mkdir(exist_ok=True)
-    r = subprocess.run([sys.executable, "-c", ENGINE_SCRIPT, str(path), json.dumps(prompts), str(max_new), str(cache)],
-                       capture_output=True, text=True, timeout=3600)
-    line = [l for l in r.stdout.splitlines() if l.startswith("RESULT ")]
-    if not line:
-        return {"error": (r.stderr.strip().splitlines() or ["no output"])[-1][:300]}
-    res = json.loads(line[0][7:])
-    rates = [float(x) for x in re.findall(r"Success rate: ([0-9.eE+-]+)", r.stderr)]
-    out = {}
-    for key, name in (("False", "engine_plain"), ("True", "engine_mtp")):
-        rows = res[key]
-        ntok = [len(tok(x["text"], add_special_tokens=False)["input_ids"]) for x in rows]
-        out[name] = {"decode_tokens_per_s": sum(ntok) / max(sum(x["decode_s"] for x in rows), 1e-9),
-                     "texts": [x["text"] for x in rows]}
-    out["engine_mtp"]["drafter_success_rate"] = rates[-1] if rates else None
-    return out
 
 
 PKGS = ("torch", "litert-torch", "ai-edge-litert", "ai-edge-quantizer", "litert-lm-builder", "litert-lm-api",
@@ -248,14 +208,10 @@ def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "mtp+ctx", "lo
     if engine:
         if progress:
             print("[bench] running model.litertlm in the official litert_lm engine (MTP off, then on)", file=sys.stderr)
-        eng = run_engine(bundle_dir, [p["prompt"] for p in prompts if p["id"] not in skipped], max_new, tok)
-        if "error" not in eng:
-            result["engine"] = {k: {kk: vv for kk, vv in v.items() if kk != "texts"} for k, v in eng.items()}
-            result["engine"]["mtp/plain"] = eng["engine_mtp"]["decode_tokens_per_s"] / eng["engine_plain"]["decode_tokens_per_s"]
-            result["engine"]["text_matches_off"] = sum(a.startswith(c) or c.startswith(a) for a, c in
-                                                       zip(eng["engine_mtp"]["texts"], eng["engine_plain"]["texts"]))
-        else:
-            result["engine"] = eng
+        from mtplite.runtime.engine import engine_summary, run_engine
+
+        result["engine"] = engine_summary(run_engine(bundle_dir, [p["prompt"] for p in prompts if p["id"] not in skipped],
+                                                     max_new, tok))
     result["seconds"] = time.time() - t0
     result["versions"] = versions()
     return result
@@ -284,6 +240,9 @@ def markdown(res):
               "tokens per backbone pass (all tasks; plain steps count, so lookup is not flattered): " + ", ".join(
                   f"{m} {res['table'][m]['all']['tokens_per_pass']:.2f}" for m in modes
                   if res["table"][m]["all"].get("tokens_per_pass"))]
+    if all(res["table"][m]["all"].get("cpu_s_per_token") for m in modes):
+        lines.append("process CPU-ms per generated token (user + system, prefill included): " + ", ".join(
+            f"{m} {1e3 * res['table'][m]['all']['cpu_s_per_token']:.1f}" for m in modes))
     for m in modes:
         src = res["table"][m]["all"].get("accepted_by_source") or {}
         if len(src) > 1 or (src and m.startswith("hybrid")):
@@ -306,7 +265,10 @@ def markdown(res):
     e = res.get("engine")
     if e and "error" not in e:
         lines.append(f"official litert_lm engine: plain {e['engine_plain']['decode_tokens_per_s']:.1f} tok/s, MTP "
-                     f"{e['engine_mtp']['decode_tokens_per_s']:.1f} tok/s ({e['mtp/plain']:.2f}x), drafter success "
+                     f"{e['engine_mtp']['decode_tokens_per_s']:.1f} tok/s ({e['mtp/plain']:.2f}x)"
+                     + (f", CPU-ms per token {1e3 * e['engine_plain']['cpu_s_per_token']:.1f} / "
+                        f"{1e3 * e['engine_mtp']['cpu_s_per_token']:.1f}" if "cpu_s_per_token" in e["engine_plain"] else "")
+                     + ", drafter success "
                      f"rate {e['engine_mtp'].get('drafter_success_rate')}, MTP text = plain text on "
                      f"{e['text_matches_off']}/{res['table']['plain']['all']['prompts']} prompts")
     elif e:

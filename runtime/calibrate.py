@@ -42,10 +42,11 @@ def predict_hybrid(counts, t_dec, t_ver):
     return counts["tokens"] * t_dec / secs if secs else 0.0
 
 
-def calibrate(out, prompts=None, threads=2, max_new=48, progress=print, n=CALIBRATION_PROMPTS):
+def calibrate(out, prompts=None, threads=2, max_new=48, progress=print, n=CALIBRATION_PROMPTS, engine=True):
     """Measure decode / verify(K+1) / drafter step on this device and the head's acceptance and confidence, predict
     the speedup with and without a confidence gate, and write the decision into the manifest's settings.
-    prompts None: n prompts of the templates the bundle's head held out in training."""
+    prompts None: n prompts of the templates the bundle's head held out in training. engine: also measure the
+    official engine's MTP on vs off on them (manifest `engine`; runtime/engine.py)."""
     import json
     import time
     from pathlib import Path
@@ -126,6 +127,13 @@ def calibrate(out, prompts=None, threads=2, max_new=48, progress=print, n=CALIBR
                        "prompts": len(prompts), "threads": threads,
                        "drafter": "drafter_ctx" if b.use_context else "drafter",
                        "calibrated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    root = Path(b.dir).parent  # OUT, where model.litertlm lives (an android/ dir copied alone has none)
+    if engine and (root / "model.litertlm").exists():
+        from mtplite.export.bundle import engine_verdict
+        from mtplite.runtime.engine import engine_check
+
+        man["engine"] = engine_check(root, prompts, max_new, tok)
+        progress(engine_verdict(man["engine"]))
     write_text_atomic(mpath, json.dumps(man, indent=1))
     return man["settings"]
 
@@ -227,7 +235,8 @@ def cmd_calibrate(a):
     from mtplite.data.benchmark import load_prompts
 
     prompts = load_prompts(a.prompts)[: a.limit] if a.prompts else None
-    s = calibrate(a.out, prompts, threads=a.threads, n=a.limit)
+    s = calibrate(a.out, prompts, threads=a.threads, n=a.limit, engine=not a.no_engine,
+                  progress=lambda m: print(f"mtplite: {m}", file=sys.stderr))
     print(json.dumps(s, indent=1))
     print(f"mtplite: wrote settings.draft={s['draft']} into the manifest ({s['reason']})", file=sys.stderr)
 
@@ -239,4 +248,6 @@ def register(sub):
     c.add_argument("--limit", type=int, default=CALIBRATION_PROMPTS,
                    help="prompts to calibrate on (default: held-out templates, taken in turn per task)")
     c.add_argument("--threads", type=int, default=2)
+    c.add_argument("--no-engine", action="store_true",
+                   help="skip timing the official litert_lm engine with MTP on and off (the manifest's `engine`)")
     c.set_defaults(fn=cmd_calibrate)

@@ -31,7 +31,8 @@ def print_result(text, res, K, a, extra=None):
         for s in a.stop:
             if s in text:
                 text = text[: text.index(s)]
-    doc = {"text": text, "tokens": res["tokens"], "stop_reason": res["stop_reason"], **summary(res, K),
+    doc = {"text": text, "tokens": res["tokens"], "stop_reason": res["stop_reason"],
+           "stop_token": res.get("stop_token"), **summary(res, K),
            "mtp": K > 0, "K": K, **(extra or {})}
     if a.json:
         print(json.dumps(doc))

@@ -933,3 +933,56 @@ def test_context_space_sees_only_the_cached_text():
             if lab >= 40 and ok[b, t] and ok[b, t + 1]:
                 want += any(int(toks[b, j]) == lab for j in range(t + 1) if ok[b, j])
     assert want > 0 and n_ctx - n_plain == want, (n_ctx, n_plain, want)
+
+
+def test_budget_counts_emitted_tokens_and_the_stop_token_is_kept():
+    """Two edges the official engine gets wrong. The output budget counts emitted tokens, not drafts (LiteRT-LM
+    #2816: with MTP on it emitted ~half the requested tokens): every budget gives plain decoding's first N tokens,
+    also where an accepted block runs past it. The EOS that ends a turn is reported (#3439: the turn-final stop token
+    is never committed), and speculative decoding ends on the same one at the same place as plain decoding, also
+    where it arrives inside an accepted draft block."""
+    bb, head, *_ = trained("tiny:gemma3")
+    ids = bb.encode(PROMPTS[1])
+    full = G.run(ids, G.torch_steps(bb, None, CACHE), max_new_tokens=60, eos_ids=set(), cache_len=CACHE)["tokens"]
+    over = 0
+    for n in range(1, 25):
+        r = G.run(ids, G.torch_steps(bb, head, CACHE), max_new_tokens=n, eos_ids=set(), K=3, cache_len=CACHE)
+        assert r["tokens"] == full[:n] and r["stop_reason"] == "max_new_tokens" and r["stop_token"] is None
+        over += any(len(c["emitted"]) < c["accepted"] + 1 for c in r["trace"])  # the budget cut a block short
+    assert over, "no budget fell inside an accepted block: the test head accepts too little to test the cut"
+    inside = 0
+    for j in range(1, 40):
+        eos = full[j]
+        if eos in full[:j]:
+            continue  # the first occurrence ends the turn; test each stop position once
+        plain = G.run(ids, G.torch_steps(bb, None, CACHE), max_new_tokens=60, eos_ids={eos}, cache_len=CACHE)
+        spec = G.run(ids, G.torch_steps(bb, head, CACHE), max_new_tokens=60, eos_ids={eos}, K=3, cache_len=CACHE)
+        assert plain["tokens"] == spec["tokens"] == full[:j]
+        assert plain["stop_reason"] == spec["stop_reason"] == "eos" and plain["stop_token"] == spec["stop_token"] == eos
+        last = spec["trace"][-1] if spec["trace"] else None
+        inside += bool(last and last["emitted"][-1] == eos and len(last["emitted"]) <= last["accepted"])
+    assert inside, "no stop token arrived as an accepted draft: the test did not reach that case"
+
+
+def test_verify_matches_decode_across_the_sliding_window_edge():
+    """tiny:gemma3's sliding layers see 8 positions and the cache holds 128: a verify pass whose K+1 rows straddle a
+    window edge (some rows' windows have dropped keys the earlier rows still see) must give, row by row, what decoding
+    those tokens one at a time gives. The cache is linear, not a ring, so no pass overwrites a key another row reads."""
+    bb, head, *_ = trained("tiny:gemma3")
+    W = max(bb.model.c.sliding_window)
+    assert W and W < CACHE
+    ids = bb.encode(PROMPTS[2])[:5]
+    full = G.run(ids, G.torch_steps(bb, None, CACHE), max_new_tokens=3 * W, eos_ids=set(), cache_len=CACHE)["tokens"]
+    seq = ids + full
+    for pos in range(len(ids), len(ids) + 2 * W):  # every offset against the window, twice round
+        a = G.torch_steps(bb, None, CACHE)
+        a[0](seq[: pos - 1], 0)
+        want = [a[1](seq[pos - 1], pos - 1)]
+        for i in range(4):
+            want.append(a[1](seq[pos + i], pos + i))
+        b = G.torch_steps(bb, head, CACHE)
+        b[0](seq[: pos - 1], 0)
+        b[1](seq[pos - 1], pos - 1)
+        ys, acts = b[2](seq[pos : pos + 4], pos)
+        assert ys == [t for t, _ in want[1:]], pos
+        assert torch.allclose(torch.stack([h for _, h in want[1:]]), acts, atol=1e-4), pos

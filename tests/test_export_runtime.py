@@ -286,7 +286,7 @@ def test_calibration_prompts_take_every_task_in_turn():
 def test_confidence_gate_declines_unsure_drafts_and_stays_exact(tmp_path):
     """The head's drafts stop below `min_prob`: a gate nobody passes leaves only plain steps, a middling one mixes
     plain steps and (padded) cycles; the output is plain greedy's either way. calibrate picks a gate and bench runs it."""
-    from mtplite.runtime.bench import bench
+    from mtplite.runtime.bench import bench, markdown
     from mtplite.runtime.calibrate import GATES, NEAR_TIE, calibrate, near_tie_choice, predict_gate
 
     bb, head, *_ = trained("tiny:gemma3")
@@ -387,6 +387,12 @@ def test_confidence_gate_declines_unsure_drafts_and_stays_exact(tmp_path):
     assert res["hybrid_min_ngram"] == {"drafter": 3, "drafter_ctx": 2}
     assert res["table"]["plain"]["all"]["tokens_per_pass"] == pytest.approx(1.0)
     assert res["table"]["mtp+gate"]["all"]["tokens_per_pass"] > 1.0
+    # the energy proxy: process CPU-seconds per generated token of each mode, from the per-prompt user + system time
+    for m in res["modes"]:
+        recs, row = res["per_prompt"][m]["all"], res["table"][m]["all"]
+        assert all(r["cpu_s"] > 0 for r in recs)
+        assert row["cpu_s_per_token"] == pytest.approx(sum(r["cpu_s"] for r in recs) / sum(r["tokens"] for r in recs))
+    assert "CPU-ms per generated token" in markdown(res)
 
 
 def test_draft_table_replays_rules_as_the_loop_runs_them(tmp_path):
@@ -456,3 +462,74 @@ def test_same_cycles_scores_each_drafter_as_the_loop_does(tmp_path):
     doc = json.loads((tmp_path / "sc.json").read_text())
     assert doc["prompts"] == 3 and set(doc["on_lookup_cycles"]) == {"a", "b", "all"}
     assert doc["on_lookup_cycles"]["all"]["cycles"] == sum(doc["on_lookup_cycles"][t]["cycles"] for t in "ab")
+
+
+ENGINE_OFF = r"""
+import json, sys, litert_lm
+path, prompts, n = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+with litert_lm.ModelInfo(path) as mi:
+    spec = mi.llm.has_speculative_decoding_support()
+eng = litert_lm.Engine(path, backend=litert_lm.Backend.CPU(), max_num_tokens=128, cache_dir=sys.argv[4])
+texts = []
+for p in prompts:
+    s = eng.create_session(apply_prompt_template=False, max_output_tokens=n, enable_speculative_decoding=False)
+    s.run_prefill([p]); texts.append(s.run_decode().texts[0]); s.close()
+print("RESULT " + json.dumps({"spec": spec, "texts": texts}))
+"""
+
+
+def test_calibrate_records_the_engine_and_offers_a_bundle_without_the_drafter(tmp_path, monkeypatch):
+    """calibrate times the official engine with MTP off and on (on its held-out prompts) into the manifest; where
+    MTP does not pay there, model-nodrafter.litertlm holds the same graphs without the drafter section: the engine
+    runs it with the text of MTP off, and inspect says plainly which file to ship."""
+    import mtplite.runtime.engine as E
+    from mtplite.export.bundle import NO_DRAFTER
+    from mtplite.export.cli import inspect_bundle
+    from mtplite.export.contract import litertlm_sections
+    from mtplite.runtime.calibrate import calibrate
+
+    out = tmp_path / "b"
+    shutil.copytree(bundle("tiny:gemma3"), out)
+    man_path = out / "android" / "manifest.json"
+    calibrate(out, [{"prompt": p} for p in PROMPTS[:3]], threads=1, max_new=16)
+    e = json.loads(man_path.read_text())["engine"]
+    assert e["prompts"] == 3 and e["plain_tokens_per_s"] > 0 and e["mtp_tokens_per_s"] > 0, e
+    assert e["pays"] == (e["mtp_over_plain"] > 1.0) and (out / NO_DRAFTER).exists() == (not e["pays"])
+    assert e["mtp_over_plain"] == pytest.approx(e["mtp_tokens_per_s"] / e["plain_tokens_per_s"], rel=0.01)
+
+    # both verdicts, whichever this machine measured: the engine's speeds set by hand, the variant real
+    def engine_at(ratio):
+        return lambda *a, **k: {"engine_plain": {"decode_tokens_per_s": 10.0, "texts": ["x"]},
+                                "engine_mtp": {"decode_tokens_per_s": 10.0 * ratio, "texts": ["x"]}}
+
+    monkeypatch.setattr(E, "run_engine", engine_at(0.8))
+    rec = E.engine_check(out, [{"prompt": p} for p in PROMPTS[:2]], 8, None)
+    assert not rec["pays"] and rec["variant"] == NO_DRAFTER and rec["mtp_over_plain"] == 0.8
+    types = [s["model_type"] for s in litertlm_sections(out / NO_DRAFTER) if s["model_type"]]
+    assert "tf_lite_mtp_drafter" not in types and {"tf_lite_prefill_decode", "tf_lite_embedder"} <= set(types)
+    man = json.loads(man_path.read_text())
+    man["engine"] = rec
+    man_path.write_text(json.dumps(man))
+    assert inspect_bundle(out)["variant_sections"] == types
+    r = subprocess.run([sys.executable, "-m", "mtplite.cli", "inspect", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0 and "does NOT pay" in r.stdout and NO_DRAFTER in r.stdout and "0.80x" in r.stdout, r.stdout
+    # the engine runs the variant, plainly, with the text of the full bundle's MTP off
+    texts = {}
+    for f in ("model.litertlm", NO_DRAFTER):
+        r = subprocess.run([sys.executable, "-c", ENGINE_OFF, str(out / f), json.dumps(PROMPTS[:3]), "12",
+                            str(tmp_path)], capture_output=True, text=True, timeout=600)
+        line = [l for l in r.stdout.splitlines() if l.startswith("RESULT ")]
+        assert line, r.stderr[-2000:]
+        texts[f] = json.loads(line[0][7:])
+    assert texts["model.litertlm"]["spec"] is True and texts[NO_DRAFTER]["spec"] is False
+    assert texts[NO_DRAFTER]["texts"] == texts["model.litertlm"]["texts"]
+    # a variant that holds a drafter after all is refused by inspect
+    shutil.copyfile(out / "model.litertlm", out / NO_DRAFTER)
+    from mtplite.errors import UserError
+
+    with pytest.raises(UserError, match=NO_DRAFTER):
+        inspect_bundle(out)
+    # where MTP pays, the variant goes (a stale one would contradict the record)
+    monkeypatch.setattr(E, "run_engine", engine_at(1.3))
+    rec = E.engine_check(out, [{"prompt": p} for p in PROMPTS[:2]], 8, None)
+    assert rec["pays"] and "variant" not in rec and not (out / NO_DRAFTER).exists()
