@@ -19,7 +19,8 @@ def inspect_bundle(out):
             raise UserError(f"{out / 'model.litertlm'}: section {need} is missing (has {types}); re-export")
     info = {"bundle": str(out), "sections": secs, "signatures": sigs, "K": man["K"],
             "cache_length": man["cache_length"], "quantization": man.get("quantization"),
-            "engine": man.get("engine"), "ok": True}
+            "engine": man.get("engine"), "exactness": man.get("exactness"),
+            "exactness_detail": man.get("exactness_detail"), "ok": True}
     variant = (man.get("engine") or {}).get("variant")
     if variant:  # calibrate wrote it where the engine's MTP did not pay: it must hold no drafter
         vt = [s["model_type"] for s in litertlm_sections(out / variant) if s["model_type"]]
@@ -38,6 +39,10 @@ def cmd_inspect(a):
 
     print(f"bundle {info['bundle']}: contract OK (K={info['K']}, cache {info['cache_length']})")
     print(f"  {engine_verdict(info['engine'])}")
+    ex = {"bit_identical": "decode is verify's row 0 bit for bit: speculative output is plain output at decode's speed",
+          "exact_path_needed": "decode and verify row 0 round differently: the runtime runs plain steps through verify"
+          }.get(info["exactness"], "exactness not probed (exported before mtplite probed it); the runtime probes at load")
+    print(f"  exactness: {ex}" + (f" ({info['exactness_detail']})" if info["exactness_detail"] else ""))
     for s in info["sections"]:
         print(f"  section {s['model_type'] or s['data_type']:28s} {s['end'] - s['begin']:>12,d} bytes")
     for g, sig in info["signatures"].items():

@@ -18,6 +18,7 @@ from mtplite.export import graphs as G
 from mtplite.export.bundle import (build_litertlm, bundle_identity, context_manifest, head_fingerprint,
                                    llm_metadata, make_manifest, write_bench_prompts, write_tokenizer)
 from mtplite.export.contract import check_contract, read_tflite
+from mtplite.export.exactness import probe_file
 
 
 def _convert(signatures, path, quant_config=None):
@@ -124,6 +125,8 @@ def export(backbone, head, head_doc, out, cache_len=512, prefill_lengths=(32, 12
         write_tokenizer(backbone, tmp / "tokenizer.json")
         sizes = {g: (tmp / f"{g}.tflite").stat().st_size for g in ("backbone", "embedder", "drafter")}
         man = make_manifest(backbone, head, head_doc, cache_len, prefill_lengths, K, sigs, qinfo, sizes)
+        progress("probing decode against verify row 0")
+        man["exactness"], man["exactness_detail"] = probe_file(tmp / "backbone.tflite", sigs["backbone"])
         if context:
             man["context_drafter"] = context_manifest(backbone, head, tmp, context)
         if standalone is not None:

@@ -120,10 +120,13 @@ class RMSNorm(nn.Module):
         self.eps, self.offset = eps, offset
 
     def forward(self, x):
-        xf = x.float()
+        # Normalized as rows [N, dim]: XNNPACK then rounds a row the same whatever the number of rows, so the exported
+        # decode (1 row) and verify (K+1 rows) agree bit for bit (scripts/probes/decode_vs_verify.py; with the
+        # [1, T, dim] form, one Gemma layer in three flipped a bit after a fully-connected op).
+        xf = x.float().reshape(-1, x.shape[-1])
         xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
         w = self.weight.float() + 1.0 if self.offset else self.weight.float()
-        return (xf * w).to(x.dtype)
+        return (xf * w).to(x.dtype).reshape(x.shape)
 
 
 def rope(x, pos, theta):

@@ -111,14 +111,31 @@ def summary(res, K):
     }
 
 
+@torch.no_grad()
+def rows_agree(dec, K, cache_len, dtype, seed=0):
+    """Is a 1-row pass row 0 of a K+1-row pass, bit for bit, in `dtype` here? (export/exactness.py asks the same of
+    the exported graphs.)"""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, dec.c.vocab_size, (1, 8 + K + 1), generator=g)
+    kv = dec(dec.embed(ids[:, :8]), torch.arange(8, dtype=torch.int32), causal_mask(torch.arange(8), cache_len, dtype),
+             dec.empty_cache(cache_len, dtype=dtype), return_logits=False)[2]
+    rows = []
+    for T in (1, K + 1):
+        pos = torch.arange(8, 8 + T, dtype=torch.int32)
+        lg, act, _ = dec(dec.embed(ids[:, 8 : 8 + T]), pos, causal_mask(pos, cache_len, dtype), kv)
+        rows.append((lg[0, 0], act[0, 0]))
+    return all(torch.equal(a, b) for a, b in zip(*rows))
+
+
 # ---- torch reference step functions ----------------------------------------------------------------------------
 
-def torch_steps(backbone, head=None, cache_len=512, dtype=torch.float32, exact=False, context=0):
+def torch_steps(backbone, head=None, cache_len=512, dtype=torch.float32, exact=None, context=0):
     """Step functions over the torch Decoder (+ MTPHead), batch 1, one KV cache, in the model's `dtype`.
 
     exact: plain steps run as row 0 of a K+1-row verify pass (padded with copies of the token), so plain and
-    speculative tokens come from the same kernels and shapes; bf16 needs it (batched rows round differently). The
-    padding rows write KV past `pos`, which stays masked until the next steps overwrite it.
+    speculative tokens come from the same kernels and shapes. None (the default): only where a probe finds that a
+    1-row and a K+1-row pass round differently in `dtype` on this CPU (bf16 does). The padding rows write KV past
+    `pos`, which stays masked until the next steps overwrite it.
 
     context: the head also drafts the `context` most recent ids of the cached text outside its draft space
     (MTPHead.step's ctx: embedding rows, and layer 0's V rows read from the cache at their latest position)."""
@@ -126,6 +143,8 @@ def torch_steps(backbone, head=None, cache_len=512, dtype=torch.float32, exact=F
     kv = dec.empty_cache(cache_len, dtype=dtype)
     state = {"kv": kv}
     K = head.c.K if head is not None else 0
+    if exact is None:
+        exact = bool(K) and not rows_agree(dec, K, cache_len, dtype)
     hist = [0] * cache_len  # the token at each cached position (the context draft space reads it)
 
     @torch.no_grad()

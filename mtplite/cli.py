@@ -188,7 +188,7 @@ def cmd_generate(a):
     from mtplite.runtime.lookup import drafting, source_counts
 
     draft = "mtp" if a.draft == "auto" else a.draft
-    steps, on_tok, source = drafting(G.torch_steps(bb, head, cache, exact=a.exact, context=ctx), ids, draft if K else "mtp")
+    steps, on_tok, source = drafting(G.torch_steps(bb, head, cache, exact=a.exact or None, context=ctx), ids, draft if K else "mtp")
     res = G.run(ids, steps, max_new_tokens=a.max_new_tokens, eos_ids=set(bb.eos_ids), K=K,
                 cache_len=cache, should_stop=_stopper(bb, a.stop), on_token=on_tok)
     from mtplite.runtime.cli import print_result
@@ -304,7 +304,8 @@ def main(argv=None):
     g.add_argument("--stream", action="store_true", help="print tokens to stderr as they are accepted")
     g.add_argument("--threads", type=int, default=2)
     g.add_argument("--exact", action="store_true",
-                   help="plain steps as row 0 of the verify pass (LiteRT and torch), so MTP and plain use identical kernels")
+                   help="force plain steps through the verify pass (LiteRT and torch); taken by itself wherever a "
+                        "load-time probe finds that decode and verify row 0 round differently")
     g.add_argument("--no-context", action="store_true",
                    help="the head drafts from its draft vocabulary only, not also the text's own rarer ids")
     g.add_argument("--no-gate", action="store_true",

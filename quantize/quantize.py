@@ -96,6 +96,7 @@ def quantize_bundle(src, dst, recipe_map, progress=print):
 
     from mtplite.export.bundle import build_litertlm, bundle_identity, llm_metadata_from_manifest
     from mtplite.export.contract import check, read_tflite
+    from mtplite.export.exactness import probe_file
 
     src, dst = Path(src), Path(dst)
     man, _ = check(src / "android" / "manifest.json")
@@ -115,6 +116,8 @@ def quantize_bundle(src, dst, recipe_map, progress=print):
         man["quantization"] = {g: recipe_map.get(g, "float") for g in GRAPHS}
         man["file_bytes"] = {g: (tmp / "android" / f"{g}.tflite").stat().st_size for g in GRAPHS}
         man["signatures"] = {g: read_tflite(tmp / "android" / f"{g}.tflite")[0] for g in GRAPHS}
+        man["exactness"], man["exactness_detail"] = probe_file(tmp / "android" / "backbone.tflite",
+                                                               man["signatures"]["backbone"])
         if man.get("standalone"):
             man["standalone"]["bytes"] = (tmp / "android" / "standalone.tflite").stat().st_size
         if man.get("context_drafter"):

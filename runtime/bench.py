@@ -70,6 +70,9 @@ def aggregate(recs):
             # process CPU-seconds per generated token, prefill included (user + system around each generation)
             "cpu_s_per_token": (sum(r["cpu_s"] for r in recs) / max(sum(r["tokens"] for r in recs), 1)
                                 if all("cpu_s" in r for r in recs) else None),
+            # the Android app's: the battery counter's drop, where the device exposes it
+            "energy_nwh_per_token": (sum(r["energy_nwh"] for r in recs) / max(sum(r["tokens"] for r in recs), 1)
+                                     if all("energy_nwh" in r for r in recs) else None),
             "accepted_by_source": by_source(recs)}
 
 
@@ -104,7 +107,7 @@ def versions():
 def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "mtp+ctx", "lookup", "hybrid", "hybrid+ctx", "mtp+gate",
                                                   "hybrid+gate", "standalone"),
           threads=2, engine=True,
-          progress=True, exact=False, also=()):
+          progress=True, exact=None, also=()):
     """`also`: (name, dir) of more bundles of the same backbone (e.g. float / int4 exports): each runs plain and MTP
     as modes `plain@name` / `mtp@name`, interleaved prompt by prompt with the main bundle's modes."""
     from mtplite.runtime.litert import encode
@@ -188,12 +191,20 @@ def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "mtp+ctx", "lo
               "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
     if "drafter_ctx" in wb:  # the '+ctx' modes draft with it instead of the drafter
         memory["drafter_ctx_bytes"] = wb["drafter_ctx"]
-    result = {"bundle": str(bundle_dir), "K": K, "exact_mode": exact, "min_prob": b.calibrated_min_prob(),
+    result = {"bundle": str(bundle_dir), "K": K, "exact_mode": b.exact,
+              "exactness": {"probe": b.exactness, "detail": b.exactness_detail, "manifest": b.man.get("exactness"),
+                            "exact_path": b.exact, "forced": bool(exact)},
+              "min_prob": b.calibrated_min_prob(),
               "hybrid_min_ngram": (b.man.get("settings") or {}).get("hybrid_min_ngram") or {}, "max_new_tokens": max_new, "threads": threads, "modes": list(modes),
               "tasks": tasks, "table": table, "ratios": ratios, "memory": memory,
               "spec_vs_plain_mismatches": mismatches, "skipped_prompts_too_long": skipped, "per_prompt": {m: dict(per[m]) for m in modes},
               "manifest": {k: b.man.get(k) for k in ("backbone_spec", "backbone_fingerprint", "head_fingerprint",
                                                        "quantization", "cache_length", "draft_vocab_size")}}
+    # what the exact path would cost (a plain step as a verify pass), from this run's own steps
+    pl, mt = table["plain"]["all"], table.get("mtp", {}).get("all") or {}
+    if pl.get("decode_tokens_per_s") and mt.get("verify_ms_per_cycle"):
+        step_ms = 1e3 / pl["decode_tokens_per_s"]
+        result["exactness"]["verify_over_decode_step"] = mt["verify_ms_per_cycle"] / step_ms
     result["extra_bundles"] = {n: {"bundle": str(eb.dir.parent), "quantization": eb.man.get("quantization"),
                                    "head_target_quant": eb.man.get("head_target_quant"),
                                    "head_fingerprint": eb.man.get("head_fingerprint"), "weight_bytes": eb.weight_bytes(),
@@ -217,6 +228,16 @@ def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "mtp+ctx", "lo
     return result
 
 
+def exactness_line(ex):
+    if not ex:
+        return "decode vs verify probe: not recorded by this run"
+    cost = (f"; a plain step through verify costs {ex['verify_over_decode_step']:.2f} decode steps"
+            if ex.get("verify_over_decode_step") else "")
+    path = ("plain steps ran through verify (" + ("forced" if ex.get("forced") else "the probe found them differing") + ")"
+            if ex["exact_path"] else "plain steps ran through decode")
+    return f"decode vs verify row 0 (load-time probe): {ex['probe']}; {path}{cost}"
+
+
 def markdown(res):
     modes, tasks = res["modes"], res["tasks"]
     lines = [f"K={res['K']}, max_new_tokens={res['max_new_tokens']}, threads={res['threads']}", "",
@@ -237,12 +258,16 @@ def markdown(res):
               f" MTP adds drafter {mem['drafter_bytes'] / 1e6:.1f} MB ({100 * mem['mtp_extra_fraction_of_backbone']:.1f}%)"
               f" and 0 KV bytes (KV {mem['kv_bytes'] / 1e6:.1f} MB shared); peak RSS {mem['peak_rss_bytes'] / 1e6:.0f} MB",
               f"speculative outputs differing from plain greedy: {res['spec_vs_plain_mismatches']}",
+              exactness_line(res.get("exactness")),
               "tokens per backbone pass (all tasks; plain steps count, so lookup is not flattered): " + ", ".join(
                   f"{m} {res['table'][m]['all']['tokens_per_pass']:.2f}" for m in modes
                   if res["table"][m]["all"].get("tokens_per_pass"))]
     if all(res["table"][m]["all"].get("cpu_s_per_token") for m in modes):
         lines.append("process CPU-ms per generated token (user + system, prefill included): " + ", ".join(
             f"{m} {1e3 * res['table'][m]['all']['cpu_s_per_token']:.1f}" for m in modes))
+    if all(res["table"][m]["all"].get("energy_nwh_per_token") is not None for m in modes):
+        lines.append("battery energy per generated token, nWh (the device's counter): " + ", ".join(
+            f"{m} {res['table'][m]['all']['energy_nwh_per_token']:.0f}" for m in modes))
     for m in modes:
         src = res["table"][m]["all"].get("accepted_by_source") or {}
         if len(src) > 1 or (src and m.startswith("hybrid")):

@@ -47,7 +47,7 @@ def generate_bundle(a):
     from mtplite.runtime.litert import Bundle, encode, load_tokenizer
     from mtplite.runtime.lookup import DRAFT_WHO, drafting, source_counts
 
-    b = Bundle(a.bundle, threads=a.threads, mtp=not a.no_mtp, exact=a.exact, context=not a.no_context)
+    b = Bundle(a.bundle, threads=a.threads, mtp=not a.no_mtp, exact=a.exact or None, context=not a.no_context)
     tok = load_tokenizer(a.bundle)
     K, why = settings_K(b.man, not a.no_mtp)
     if a.k and not a.no_mtp:
@@ -106,7 +106,7 @@ def cmd_bench(a):
             raise UserError(f"--also {x}: write NAME=DIR, NAME of letters, digits and _ (e.g. --also float=out-float)")
         also.append((name, d))
     res = bench(a.out, prompts, max_new=a.max_new_tokens, modes=modes, threads=a.threads, engine=not a.no_engine,
-                exact=a.exact, also=also)
+                exact=a.exact or None, also=also)
     print(markdown(res))
     if a.json:
         write_text_atomic(a.json, json.dumps(res, indent=1))
@@ -128,7 +128,9 @@ def register(sub):
     b.add_argument("--no-engine", action="store_true", help="skip the official litert_lm engine rows")
     b.add_argument("--json")
     b.add_argument("--plot")
-    b.add_argument("--exact", action="store_true", help="plain steps through the verify graph (bit-identical kernels)")
+    b.add_argument("--exact", action="store_true",
+                   help="force plain steps through the verify graph (taken by itself where the load-time probe finds "
+                        "that decode and verify row 0 round differently)")
     b.add_argument("--also", action="append", default=[], metavar="NAME=DIR",
                    help="another bundle of the same backbone (float, int4, another head): plain + MTP, interleaved")
     b.set_defaults(fn=cmd_bench)

@@ -8,6 +8,7 @@ KV tensors at rank 4 (see notes/PERF.md).
 
 The loop itself is mtplite.model.generate.run, the same code the torch reference runs.
 """
+import sys
 import time
 from pathlib import Path
 
@@ -49,7 +50,7 @@ def _mask(positions, C):
 class Bundle:
     """A loaded OUT/android bundle: three CompiledModels and their buffers. Step functions via `steps()`."""
 
-    def __init__(self, out, threads=2, mtp=True, exact=False, context=False):
+    def __init__(self, out, threads=2, mtp=True, exact=None, context=False):
         from ai_edge_litert.compiled_model import CompiledModel
 
         from mtplite.export.contract import check
@@ -60,9 +61,6 @@ class Bundle:
         self.man, self.sigs = check(adir / "manifest.json")
         m = self.man
         self.dir, self.K, self.C = adir, m["K"], m["cache_length"]
-        # exact mode: plain steps also run through the verify graph (row 0), so plain and speculative tokens come
-        # from numerically identical kernels; costs one verify instead of one decode per plain step
-        self.exact = exact
         # confidence gate for the head's drafts (0 = always draft K); record_probs: a list to append each cycle's probs to
         self.min_prob, self.record_probs, self._draft_idx = 0.0, None, None
         self.H, self.V = m["hidden_size"], m["vocab_size"]
@@ -106,6 +104,16 @@ class Bundle:
             self.space_map[self.space_ids] = np.arange(len(self.space_ids), dtype=np.int32)
             self.cx_M, self.cx_scale, self.cx_rows = ctx["max_ids"], ctx["embed_scale"], ctx["copy_rows"]
             self.cx_cache = {}  # id -> (embedding row, layer-0 V row): both functions of the token alone
+        # Plain and speculative tokens are the same only if decode is verify's row 0, bit for bit. Probed here, on
+        # this CPU's kernels; where they differ, plain steps run as row 0 of verify (the exact path: one verify
+        # instead of one decode per plain step). exact=True forces that path.
+        from mtplite.export.exactness import BIT_IDENTICAL, probe
+
+        self.exactness, self.exactness_detail = probe(bb, self.sigs["backbone"])
+        self.exact = bool(exact) or self.exactness != BIT_IDENTICAL
+        if self.exactness != BIT_IDENTICAL and not exact:
+            print(f"mtplite: {adir}: decode and verify round differently on this CPU ({self.exactness_detail}); "
+                  "plain steps run through verify so that speculative output stays plain output", file=sys.stderr)
         self.kv_bytes = sum(int(np.prod(self.sigs["backbone"]["decode"]["inputs"][n]["shape"])) * 4 for n in self.kv_names)
         self.reset()
 

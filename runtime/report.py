@@ -31,6 +31,10 @@ def read_log(path):
             v = r.get(k)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0 or v != v:
                 raise UserError(f"{p}:{i}: field '{k}' must be a non-negative number, got {v!r}")
+        for k in ("cpu_s", "energy_nwh"):  # written by app versions that measure them, where the device can
+            v = r.get(k, 0)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0 or v != v:
+                raise UserError(f"{p}:{i}: field '{k}' must be a non-negative number when present, got {v!r}")
         apd = r.get("acceptance_per_depth")
         if not isinstance(apd, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in apd):
             raise UserError(f"{p}:{i}: field 'acceptance_per_depth' must be a list of numbers")

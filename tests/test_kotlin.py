@@ -200,6 +200,8 @@ def test_kotlin_core(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "mtp/plain" in r.stdout and "summarize" in r.stdout and png.stat().st_size > 1000
+    # CPU time per token from the app's cpu_s (0.01 s per token in the sample): the same line as the desktop bench
+    assert "process CPU-ms per generated token (user + system, prefill included): plain 10.0, mtp 10.0" in r.stdout
 
 
 def test_report_rejects_bad_logs(tmp_path):

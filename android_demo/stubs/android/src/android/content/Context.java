@@ -5,4 +5,6 @@ public abstract class Context {
     public Context() { throw new RuntimeException("Stub!"); }
     @android.annotation.Nullable public abstract java.io.File getExternalFilesDir(@android.annotation.Nullable String type);
     public abstract java.io.File getCacheDir();
+    @android.annotation.Nullable public abstract Object getSystemService(@android.annotation.NonNull String name);
+    public static final String BATTERY_SERVICE = "batterymanager";
 }

@@ -5,4 +5,5 @@ public class ContextWrapper extends Context {
     public ContextWrapper(Context base) { throw new RuntimeException("Stub!"); }
     public java.io.File getExternalFilesDir(String type) { throw new RuntimeException("Stub!"); }
     public java.io.File getCacheDir() { throw new RuntimeException("Stub!"); }
+    public Object getSystemService(String name) { throw new RuntimeException("Stub!"); }
 }

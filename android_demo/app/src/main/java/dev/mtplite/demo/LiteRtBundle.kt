@@ -102,6 +102,10 @@ class LiteRtBundle(private val dir: File, val man: Manifest, private val acceler
     }
 
     override fun decode(token: Int, pos: Int): Decoded {
+        if (man.exactPath && pos + man.k < c) {  // row 0 of verify, so MTP output stays plain output (manifest.exactness)
+            val outs = runBackbone("verify", IntArray(man.k + 1) { token }, pos)
+            return Decoded(argmax(outs.getValue("logits").readFloat(), 0, v), outs.getValue("activations").readFloat().copyOf(h))
+        }
         val outs = runBackbone("decode", intArrayOf(token), pos)
         return Decoded(argmax(outs.getValue("logits").readFloat(), 0, v), outs.getValue("activations").readFloat())
     }

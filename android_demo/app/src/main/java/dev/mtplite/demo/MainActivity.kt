@@ -1,8 +1,11 @@
 package dev.mtplite.demo
 
 import android.app.Activity
+import android.content.Context
+import android.os.BatteryManager
 import android.os.Bundle
 import android.os.Debug
+import android.os.Process
 import android.util.Log
 import android.view.View
 import android.widget.Button
@@ -95,6 +98,11 @@ class MainActivity : Activity() {
 
     private fun pss(): Long = Debug.MemoryInfo().also { Debug.getMemoryInfo(it) }.totalPss * 1024L
 
+    // the battery's remaining energy in nWh; null where the device does not expose the counter (it then reads
+    // Long.MIN_VALUE or 0)
+    private fun energyNwh(): Long? = (getSystemService(Context.BATTERY_SERVICE) as? BatteryManager)
+        ?.getLongProperty(BatteryManager.BATTERY_PROPERTY_ENERGY_COUNTER)?.takeIf { it > 0 }
+
     private fun runBench(dir: File, man: dev.mtplite.core.Manifest, out: File, maxNew: Int) {
         val prompts = File(dir, "bench_prompts.jsonl").readLines().filter { it.isNotBlank() }.map { Json.parse(it) as Map<*, *> }
         val device = "${android.os.Build.MANUFACTURER} ${android.os.Build.MODEL} (Android ${android.os.Build.VERSION.RELEASE})"
@@ -120,12 +128,17 @@ class MainActivity : Activity() {
                         b.reset()
                         val ids = (p["ids"] as List<*>).map { (it as Long).toInt() }.toIntArray()
                         val hybrid = if (mode.startsWith("hybrid")) HybridDrafter(ids, b, man.hybridMinNgram("+ctx" in mode)) else null
+                        val cpu0 = Process.getElapsedCpuTime()
+                        val e0 = energyNwh()
                         val g = generate(ids, b, hybrid ?: b, if (spec) man.k else 0, maxNew, man.eosIds.toSet(),
                             man.cacheLength, onToken = hybrid?.let { h -> h::record })
+                        val cpuS = (Process.getElapsedCpuTime() - cpu0) / 1e3
+                        val e1 = energyNwh()
                         val rt = Runtime.getRuntime()
                         val mem = Memory(rt.totalMemory() - rt.freeMemory(), Debug.getNativeHeapAllocatedSize(), before, after,
                             wbytes, b.kvBytes, null)
-                        w.write(BenchRecord.from(device, mode, p["id"] as String, p["task"] as String, g, mem))
+                        w.write(BenchRecord.from(device, mode, p["id"] as String, p["task"] as String, g, mem, cpuS,
+                            if (e0 != null && e1 != null) e0 - e1 else null))
                         Log.i(tag, "$mode ${p["id"]}: ${g.tokens.size} tokens, accept ${g.acceptLength}")
                     }
                 }

@@ -4,7 +4,8 @@ import java.io.File
 
 /**
  * One benchmark record per (mode, prompt): the schema `mtplite report` reads (same keys as `mtplite bench`'s
- * per-prompt records, plus device memory). Written as JSON Lines; each line is flushed as soon as it is complete so
+ * per-prompt records, plus device memory). cpuS: process CPU time around the generation (the battery's proxy, as
+ * `bench` records it); energyNwh: the battery's energy counter's drop over it, where the device exposes one. Written as JSON Lines; each line is flushed as soon as it is complete so
  * a killed run keeps every finished record.
  */
 data class BenchRecord(
@@ -13,10 +14,11 @@ data class BenchRecord(
     val cycles: Int, val accepted: Int, val draftMsPerCycle: Double, val verifyMsPerCycle: Double,
     val javaHeapBytes: Long, val nativeHeapBytes: Long, val pssBeforeLoadBytes: Long, val pssAfterLoadBytes: Long,
     val weightBytes: Long, val kvBytes: Long, val memorySavedVsStandaloneBytes: Long?, val backbonePasses: Int = 0,
+    val cpuS: Double? = null, val energyNwh: Long? = null,
 ) {
     val decodeTokensPerS: Double? get() = if (tokens > 1 && decodeS > 0) (tokens - 1) / decodeS else null
 
-    fun toJson(): String = Json.write(linkedMapOf(
+    fun toJson(): String = Json.write(linkedMapOf<String, Any?>(
         "schema" to "mtplite-device-log/1", "device" to device, "mode" to mode, "id" to promptId, "task" to task,
         "tokens" to tokens, "decode_s" to decodeS, "ttft_s" to ttftS, "decode_tokens_per_s" to decodeTokensPerS,
         "accept_length" to acceptLength, "acceptance_per_depth" to acceptancePerDepth, "cycles" to cycles,
@@ -25,15 +27,19 @@ data class BenchRecord(
         "pss_before_load_bytes" to pssBeforeLoadBytes, "pss_after_load_bytes" to pssAfterLoadBytes,
         "weight_bytes" to weightBytes, "kv_bytes" to kvBytes,
         "memory_saved_vs_standalone_bytes" to memorySavedVsStandaloneBytes,
-    ))
+    ).apply {  // absent, not null, where not measured: `mtplite report` then leaves the column out
+        if (cpuS != null) put("cpu_s", cpuS)
+        if (energyNwh != null) put("energy_nwh", energyNwh)
+    })
 
     companion object {
-        fun from(device: String, mode: String, promptId: String, task: String, g: Generation, mem: Memory): BenchRecord {
+        fun from(device: String, mode: String, promptId: String, task: String, g: Generation, mem: Memory,
+                 cpuS: Double? = null, energyNwh: Long? = null): BenchRecord {
             val cyc = maxOf(g.cycles, 1)
             return BenchRecord(device, mode, promptId, task, g.tokens.size, (g.totalNs - g.ttftNs) / 1e9, g.ttftNs / 1e9,
                 g.acceptLength, g.acceptancePerDepth, g.cycles, g.accepted, g.draftNs / 1e6 / cyc, g.verifyNs / 1e6 / cyc,
                 mem.javaHeap, mem.nativeHeap, mem.pssBefore, mem.pssAfter, mem.weightBytes, mem.kvBytes, mem.savedVsStandalone,
-                g.backbonePasses)
+                g.backbonePasses, cpuS, energyNwh)
         }
     }
 }

@@ -20,7 +20,12 @@ data class Manifest(
     val hybridMinNgram: Map<String, Int> = emptyMap(),
     // settings.draft: who drafts by default (mtp | hybrid | lookup), or off where calibrate found nothing pays
     val draft: String = "mtp",
+    // exactness: bit_identical where export's probe found decode to be verify's row 0 bit for bit; otherwise (or
+    // absent, from an older export) plain steps run as row 0 of verify so that MTP output stays plain output
+    val exactness: String? = null,
 ) {
+    /** Plain steps through verify: wherever decode was not found bit-identical to verify's row 0. */
+    val exactPath: Boolean get() = exactness != "bit_identical"
     /** The shortest lookup match hybrid copies with the given drafter: calibrate's choice, else [HYBRID_MIN_NGRAM]. */
     fun hybridMinNgram(withContext: Boolean) = hybridMinNgram[if (withContext) "drafter_ctx" else "drafter"] ?: HYBRID_MIN_NGRAM
 }
@@ -58,6 +63,11 @@ private fun parseSig(v: Any?, where: String): Signature {
     }
     val m = v as? Map<*, *> ?: fail(where, "signatures must map names to {inputs, outputs}")
     return Signature(io(m["inputs"]), io(m["outputs"]))
+}
+
+private fun exactness(m: Map<String, Any?>, where: String): String? = when (val e = m["exactness"]) {
+    null, "bit_identical", "exact_path_needed" -> e as String?
+    else -> fail(where, "field 'exactness' = $e must be bit_identical or exact_path_needed; re-run `mtplite export`")
 }
 
 fun parseManifest(text: String, where: String): Manifest {
@@ -107,7 +117,7 @@ fun parseManifest(text: String, where: String): Manifest {
     val man = Manifest(k, c, v, h, nl, dv, pl.map { it.toInt() }, rl.map { it.toInt() }, eos.map { it.toInt() },
         (m["bos_id"] as? Long)?.toInt(), files.entries.associate { it.key.toString() to it.value.toString() }, sigs,
         m["backbone_fingerprint"] as? String, m["head_fingerprint"] as? String, minProb,
-        m["context_drafter"]?.let { parseContext(it, v, where) }, hybrid, draft as String)
+        m["context_drafter"]?.let { parseContext(it, v, where) }, hybrid, draft as String, exactness(m, where))
     checkContract(man, where)
     return man
 }

@@ -136,7 +136,8 @@ class CoreTest {
                 val g = if (mode == "mtp") mtp(24 + i) else plain(24 + i)
                 val mem = Memory(50_000_000, 400_000_000, 100_000_000, 600_000_000, 300_000_000, 12_000_000,
                     if (mode == "mtp") 130_000_000 else null)
-                w.write(BenchRecord.from("JVM test (ToyModel)", mode, "p$i", if (i < 2) "summarize" else "code", g, mem))
+                w.write(BenchRecord.from("JVM test (ToyModel)", mode, "p$i", if (i < 2) "summarize" else "code", g, mem,
+                    cpuS = 0.01 * g.tokens.size, energyNwh = if (i % 2 == 0) 1000L else null))
             }
         }
     }
