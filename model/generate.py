@@ -14,9 +14,11 @@ stop exactly at EOS / a stop condition, even inside an accepted block.
 """
 import time
 
+import numpy as np
 import torch
 
 from mtplite.model.decoder import causal_mask
+from mtplite.model.sampling import Sampler
 
 
 def run(prompt_ids, steps, *, max_new_tokens, eos_ids=(), K=0, cache_len, should_stop=None, on_token=None):
@@ -129,7 +131,7 @@ def rows_agree(dec, K, cache_len, dtype, seed=0):
 
 # ---- torch reference step functions ----------------------------------------------------------------------------
 
-def torch_steps(backbone, head=None, cache_len=512, dtype=torch.float32, exact=None, context=0):
+def torch_steps(backbone, head=None, cache_len=512, dtype=torch.float32, exact=None, context=0, sampler=None):
     """Step functions over the torch Decoder (+ MTPHead), batch 1, one KV cache, in the model's `dtype`.
 
     exact: plain steps run as row 0 of a K+1-row verify pass (padded with copies of the token), so plain and
@@ -137,14 +139,21 @@ def torch_steps(backbone, head=None, cache_len=512, dtype=torch.float32, exact=N
     1-row and a K+1-row pass round differently in `dtype` on this CPU (bf16 does). The padding rows write KV past
     `pos`, which stays masked until the next steps overwrite it.
 
+    sampler: model/sampling.py's Sampler (None: greedy); the token for cache position t is picked with its u_t, in
+    decode, in every verify row, and in the head's drafts (coupled drafting).
+
     context: the head also drafts the `context` most recent ids of the cached text outside its draft space
     (MTPHead.step's ctx: embedding rows, and layer 0's V rows read from the cache at their latest position)."""
     dec = backbone.model
     kv = dec.empty_cache(cache_len, dtype=dtype)
     state = {"kv": kv}
     K = head.c.K if head is not None else 0
-    if exact is None:
-        exact = bool(K) and not rows_agree(dec, K, cache_len, dtype)
+    if exact is None:  # probed once per decoder, K and dtype
+        memo = dec.__dict__.setdefault("_rows_agree", {})
+        if (K, cache_len, dtype) not in memo:
+            memo[(K, cache_len, dtype)] = not K or rows_agree(dec, K, cache_len, dtype)
+        exact = not memo[(K, cache_len, dtype)]
+    pick = (sampler or Sampler()).pick
     hist = [0] * cache_len  # the token at each cached position (the context draft space reads it)
 
     @torch.no_grad()
@@ -161,13 +170,13 @@ def torch_steps(backbone, head=None, cache_len=512, dtype=torch.float32, exact=N
     def decode(tok, pos):
         if exact and K and pos + K < cache_len:
             lg, act = forward([tok] * (K + 1), pos)
-            return int(lg[0, 0].argmax()), act[0]
+            return pick(lg[0, 0].numpy(), pos + 1), act[0]
         lg, act = forward([tok], pos)
-        return int(lg[0, -1].argmax()), act[-1]
+        return pick(lg[0, -1].numpy(), pos + 1), act[-1]
 
     def verify(toks, pos):
         lg, act = forward(toks, pos)
-        return lg[0].argmax(-1).tolist(), act
+        return [pick(row, pos + 1 + j) for j, row in enumerate(lg[0].numpy())], act
 
     @torch.no_grad()
     def draft(tok, act, pos, k):
@@ -176,11 +185,11 @@ def torch_steps(backbone, head=None, cache_len=512, dtype=torch.float32, exact=N
         mask = causal_mask(p, cache_len, dtype)
         h, out = act, []
         ctx, ids = context_space(pos) if context else (None, [])
-        for _ in range(k):
+        space = np.concatenate([head.draft_ids_t.numpy(), np.asarray(ids, np.int64)])
+        for j in range(k):
             x2 = torch.cat([dec.embed(torch.tensor([[tok]]))[0, 0], h])[None, None]
             d, h = head.step(x2.to(dtype), p, mask, reads, ctx)
-            i = int(d[0, 0].argmax())
-            tok = int(head.draft_ids_t[i]) if i < head.space else ids[i - head.space]
+            tok = pick(d[0, 0].float().numpy(), pos + 1 + j, space)  # coupled: the u the backbone's sample will use
             h = h[0, 0]
             out.append(tok)
         return out

@@ -159,6 +159,9 @@ def cmd_generate(a):
         raise UserError("--prompt is empty: give the text to continue")
     if a.max_new_tokens < 0:
         raise UserError("--max-new-tokens must be >= 0")
+    from mtplite.model.sampling import from_args
+
+    from_args(a)  # bad sampler settings are refused before anything loads
     if a.bundle:
         from mtplite.runtime.cli import generate_bundle
 
@@ -188,7 +191,11 @@ def cmd_generate(a):
     from mtplite.runtime.lookup import drafting, source_counts
 
     draft = "mtp" if a.draft == "auto" else a.draft
-    steps, on_tok, source = drafting(G.torch_steps(bb, head, cache, exact=a.exact or None, context=ctx), ids, draft if K else "mtp")
+    from mtplite.model.sampling import from_args
+
+    sampler = from_args(a)
+    steps, on_tok, source = drafting(G.torch_steps(bb, head, cache, exact=a.exact or None, context=ctx, sampler=sampler),
+                                     ids, draft if K else "mtp")
     res = G.run(ids, steps, max_new_tokens=a.max_new_tokens, eos_ids=set(bb.eos_ids), K=K,
                 cache_len=cache, should_stop=_stopper(bb, a.stop), on_token=on_tok)
     from mtplite.runtime.cli import print_result
@@ -313,6 +320,9 @@ def main(argv=None):
     g.add_argument("--draft", choices=("auto",) + DRAFTS, default="auto",
                    help="who drafts: the head, prompt lookup where the text repeats and the head elsewhere, or lookup "
                         "alone; auto = the bundle's calibrated choice (settings.draft), else mtp")
+    from mtplite.model.sampling import add_args
+
+    add_args(g)
     g.set_defaults(fn=cmd_generate)
 
     import importlib

@@ -3,6 +3,7 @@
 Modes run interleaved prompt by prompt in one process, so machine noise hits them alike; ratios are computed per
 task type from the same run. Writes a Markdown table (stdout), JSON and a PNG plot.
 """
+import dataclasses
 import resource
 import sys
 import time
@@ -12,11 +13,12 @@ from tqdm import tqdm
 
 from mtplite.errors import UserError
 from mtplite.model import generate as G
+from mtplite.model.sampling import Sampler
 
 
-def run_mode(b, tok_ids, K, mode, max_new, eos, min_ngram=None):
+def run_mode(b, tok_ids, K, mode, max_new, eos, min_ngram=None, sampler=None):
     """One generation; returns the per-prompt record. min_ngram: hybrid's shortest lookup match (default: the
-    bundle's calibrated choice for the drafter in use)."""
+    bundle's calibrated choice for the drafter in use). sampler: model/sampling.py's (None: greedy)."""
     from mtplite.runtime.lookup import drafting, source_counts
 
     base, *flags = mode.split("+")
@@ -24,6 +26,7 @@ def run_mode(b, tok_ids, K, mode, max_new, eos, min_ngram=None):
     # '+ctx': the head with the context draft space (drafter_ctx.tflite); the plain modes draft with the contract's
     b.use_context = "ctx" in flags
     steps = b.standalone_steps() if mode == "standalone" else b.steps()
+    b.sampler = sampler or Sampler()
     steps, on_tok, source = drafting(steps, tok_ids, base if base in ("lookup", "hybrid") else "mtp",
                                      min_ngram=min_ngram or b.hybrid_min_ngram())
     # '+gate': the head stops drafting below the calibrated probability (settings.min_prob); plain modes ignore it
@@ -107,7 +110,7 @@ def versions():
 def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "mtp+ctx", "lookup", "hybrid", "hybrid+ctx", "mtp+gate",
                                                   "hybrid+gate", "standalone"),
           threads=2, engine=True,
-          progress=True, exact=None, also=()):
+          progress=True, exact=None, also=(), sampler=None):
     """`also`: (name, dir) of more bundles of the same backbone (e.g. float / int4 exports): each runs plain and MTP
     as modes `plain@name` / `mtp@name`, interleaved prompt by prompt with the main bundle's modes."""
     from mtplite.runtime.litert import encode
@@ -151,7 +154,7 @@ def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "mtp+ctx", "lo
             continue
         outs = {}
         for mode in modes:
-            r = run_mode(b, ids, 0 if mode == "plain" else K, mode, max_new, eos)
+            r = run_mode(b, ids, 0 if mode == "plain" else K, mode, max_new, eos, sampler=sampler)
             outs[mode] = r.pop("out")
             r["id"] = p["id"]
             per[mode][p["task"]].append(r)
@@ -161,7 +164,7 @@ def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "mtp+ctx", "lo
         for n, eb in extras.items():
             xo = {}
             for m in ("plain", "mtp"):
-                r = run_mode(eb, ids, 0 if m == "plain" else eb.K, m, max_new, eos)
+                r = run_mode(eb, ids, 0 if m == "plain" else eb.K, m, max_new, eos, sampler=sampler)
                 xo[m] = r.pop("out")
                 r["id"] = p["id"]
                 per[f"{m}@{n}"][p["task"]].append(r)
@@ -192,6 +195,7 @@ def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "mtp+ctx", "lo
     if "drafter_ctx" in wb:  # the '+ctx' modes draft with it instead of the drafter
         memory["drafter_ctx_bytes"] = wb["drafter_ctx"]
     result = {"bundle": str(bundle_dir), "K": K, "exact_mode": b.exact,
+              "sampler": dataclasses.asdict(sampler or Sampler()),
               "exactness": {"probe": b.exactness, "detail": b.exactness_detail, "manifest": b.man.get("exactness"),
                             "exact_path": b.exact, "forced": bool(exact)},
               "min_prob": b.calibrated_min_prob(),
@@ -216,6 +220,9 @@ def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "mtp+ctx", "lo
                        "memory_saved_by_mtp_vs_standalone_bytes": sb + b.sd_kv_bytes - wb["drafter"]})
         ratios["mtp/standalone"] = {t: (table["mtp"][t]["decode_tokens_per_s"] or 0) / table["standalone"][t]["decode_tokens_per_s"]
                                     for t in tasks if table["standalone"][t]["decode_tokens_per_s"]}
+    if engine and sampler and not sampler.greedy:  # its MTP verifies greedily whatever the app's sampler says
+        print("[bench] sampling: the official engine's MTP is greedy-only, so its rows are left out", file=sys.stderr)
+        engine = False
     if engine:
         if progress:
             print("[bench] running model.litertlm in the official litert_lm engine (MTP off, then on)", file=sys.stderr)
@@ -240,7 +247,10 @@ def exactness_line(ex):
 
 def markdown(res):
     modes, tasks = res["modes"], res["tasks"]
-    lines = [f"K={res['K']}, max_new_tokens={res['max_new_tokens']}, threads={res['threads']}", "",
+    smp = res.get("sampler") or {}
+    how = (f"sampling T={smp['temperature']}, top-k {smp['top_k']}, top-p {smp['top_p']}, seed {smp['seed']}"
+           if smp.get("temperature") else "greedy")
+    lines = [f"K={res['K']}, max_new_tokens={res['max_new_tokens']}, threads={res['threads']}, {how}", "",
              "| task | " + " | ".join(f"{m} tok/s" for m in modes) + " | " +
              " | ".join(f"{m} τ" for m in modes if not m.startswith("plain")) + " | " +
              " | ".join(f"{k}" for k in res["ratios"]) + " |",
@@ -257,7 +267,8 @@ def markdown(res):
     lines += ["", f"weights: backbone {mem['backbone_bytes'] / 1e6:.1f} MB + embedder {mem['embedder_bytes'] / 1e6:.1f} MB;"
               f" MTP adds drafter {mem['drafter_bytes'] / 1e6:.1f} MB ({100 * mem['mtp_extra_fraction_of_backbone']:.1f}%)"
               f" and 0 KV bytes (KV {mem['kv_bytes'] / 1e6:.1f} MB shared); peak RSS {mem['peak_rss_bytes'] / 1e6:.0f} MB",
-              f"speculative outputs differing from plain greedy: {res['spec_vs_plain_mismatches']}",
+              f"speculative outputs differing from plain {'sampling' if smp.get('temperature') else 'greedy'}: "
+              f"{res['spec_vs_plain_mismatches']}",
               exactness_line(res.get("exactness")),
               "tokens per backbone pass (all tasks; plain steps count, so lookup is not flattered): " + ", ".join(
                   f"{m} {res['table'][m]['all']['tokens_per_pass']:.2f}" for m in modes

@@ -71,7 +71,9 @@ def generate_bundle(a):
               + (" (settings.draft)" if a.draft == "auto" and draft != "mtp" else "")
               + (f", the head's drafts gated at p >= {b.min_prob} (settings.min_prob)" if b.min_prob else ""),
               file=sys.stderr)
-    steps, on_tok, source = drafting(b.steps(), ids, draft if K else "mtp", b.hybrid_min_ngram(), on_tok)
+    from mtplite.model.sampling import from_args
+
+    steps, on_tok, source = drafting(b.steps(from_args(a)), ids, draft if K else "mtp", b.hybrid_min_ngram(), on_tok)
     res = G.run(ids, steps, max_new_tokens=a.max_new_tokens, eos_ids=set(b.man["eos_ids"]), K=K, cache_len=b.C,
                 should_stop=stop, on_token=on_tok)
     n = len(res["tokens"])
@@ -105,8 +107,11 @@ def cmd_bench(a):
         if not d or not name.isidentifier():
             raise UserError(f"--also {x}: write NAME=DIR, NAME of letters, digits and _ (e.g. --also float=out-float)")
         also.append((name, d))
+    from mtplite.model.sampling import from_args
+
+    sampler = from_args(a)
     res = bench(a.out, prompts, max_new=a.max_new_tokens, modes=modes, threads=a.threads, engine=not a.no_engine,
-                exact=a.exact or None, also=also)
+                exact=a.exact or None, also=also, sampler=sampler)
     print(markdown(res))
     if a.json:
         write_text_atomic(a.json, json.dumps(res, indent=1))
@@ -133,4 +138,7 @@ def register(sub):
                         "that decode and verify row 0 round differently)")
     b.add_argument("--also", action="append", default=[], metavar="NAME=DIR",
                    help="another bundle of the same backbone (float, int4, another head): plain + MTP, interleaved")
+    from mtplite.model.sampling import add_args
+
+    add_args(b)
     b.set_defaults(fn=cmd_bench)

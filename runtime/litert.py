@@ -16,6 +16,7 @@ import numpy as np
 
 from mtplite.errors import UserError
 from mtplite.model.decoder import NEG_INF
+from mtplite.model.sampling import Sampler
 from mtplite.paths import cache_dir
 
 
@@ -63,6 +64,8 @@ class Bundle:
         self.dir, self.K, self.C = adir, m["K"], m["cache_length"]
         # confidence gate for the head's drafts (0 = always draft K); record_probs: a list to append each cycle's probs to
         self.min_prob, self.record_probs, self._draft_idx = 0.0, None, None
+        # how tokens are picked from logits (model/sampling.py; greedy by default): set by steps(sampler)
+        self.sampler = Sampler()
         self.H, self.V = m["hidden_size"], m["vocab_size"]
         self.prefill_lengths = sorted(m["prefill_lengths"])
         wc = cache_dir() / "xnnpack"
@@ -180,10 +183,10 @@ class Bundle:
         if self.exact and pos + self.K < self.C:
             outs, _ = self.run_backbone("verify", [tok], pos)
             act = outs["activations"].read((self.K + 1) * self.H, np.float32)[: self.H]
-            return int(self.logits_rows(outs, 1)[0].argmax()), act
+            return self.sampler.pick(self.logits_rows(outs, 1)[0], pos + 1), act
         outs, _ = self.run_backbone("decode", [tok], pos)
         act = outs["activations"].read(self.H, np.float32)
-        return int(self.logits_rows(outs, 1)[0].argmax()), act
+        return self.sampler.pick(self.logits_rows(outs, 1)[0], pos + 1), act
 
     def verify(self, toks, pos):
         T = self.K + 1
@@ -191,7 +194,10 @@ class Bundle:
             raise ValueError(f"verify takes exactly K+1={T} tokens")
         outs, _ = self.run_backbone("verify", toks, pos)
         acts = outs["activations"].read(T * self.H, np.float32).reshape(T, self.H)
-        return self.logits_rows(outs, T).argmax(-1).tolist(), acts
+        self.last_logits = lg = self.logits_rows(outs, T)
+        if self.sampler.greedy:
+            return lg.argmax(-1).tolist(), acts
+        return [self.sampler.pick(row, pos + 1 + j) for j, row in enumerate(lg)], acts
 
     def context_space(self, pos):
         """Fill drafter_ctx's context inputs for a draft at `pos`: the newest distinct ids of the cached text outside
@@ -246,17 +252,18 @@ class Bundle:
         ins["input_pos"].write(np.array([pos], np.int32))
         ins["mask"].write(_mask([pos], self.C).reshape(-1))
         h, out, probs = np.asarray(act, np.float32), [], []
-        for _ in range(k):
+        space = np.concatenate([self.space_ids, np.asarray(ids, np.int64)]) if ctx else None
+        for j in range(k):
             x = np.concatenate([self.embed([tok])[0], h])
             ins["activations"].write(x)
             dr.run_by_name(sig, {**ins, **kv}, outs)
+            # coupled drafting: the head samples with the u the backbone's own sample at that position will use
             if ctx:
-                lg = outs["draft_logits"].read(S + self.cx_M, np.float32)
-                i = int(lg.argmax())
-                tok = int(self.space_ids[i]) if i < S else ids[i - S]
+                lg = outs["draft_logits"].read(S + self.cx_M, np.float32)[: S + len(ids)]
+                tok = self.sampler.pick(lg, pos + 1 + j, space)
             else:
                 lg = outs["logits"].read(self.V, np.float32)
-                tok = int(lg.argmax())
+                tok = self.sampler.pick(lg, pos + 1 + j)
             if self.min_prob or self.record_probs is not None:
                 probs.append(self._top_prob(lg, tok) if not ctx else float(1.0 / np.exp(lg - lg.max()).sum()))
                 if probs[-1] < self.min_prob:
@@ -288,8 +295,9 @@ class Bundle:
         hm = (self.man.get("settings") or {}).get("hybrid_min_ngram") or {}
         return hm.get("drafter_ctx" if self.use_context else "drafter", HYBRID_MIN_NGRAM)
 
-    def steps(self):
+    def steps(self, sampler=None):
         self.reset()
+        self.sampler = sampler or Sampler()
         return self.prefill, self.decode, self.verify, self.draft
 
     # ---- the standalone-drafter baseline: its own graph, embedding and KV cache ------------------------------------
@@ -345,7 +353,7 @@ class Bundle:
             out = []
             for j in range(k):
                 o = self._sd_run("decode", [tok], pos + j)
-                tok = int(o["logits"].read(self.V, np.float32).argmax())
+                tok = self.sampler.pick(o["logits"].read(self.V, np.float32), pos + 1 + j)
                 out.append(tok)
             return out
 

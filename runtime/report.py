@@ -35,6 +35,9 @@ def read_log(path):
             v = r.get(k, 0)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0 or v != v:
                 raise UserError(f"{p}:{i}: field '{k}' must be a non-negative number when present, got {v!r}")
+        smp = r.get("sampler", {})
+        if not isinstance(smp, dict) or not isinstance(smp.get("temperature", 0.0), (int, float)):
+            raise UserError(f"{p}:{i}: field 'sampler' must be {{temperature, top_k, top_p, seed}}")
         apd = r.get("acceptance_per_depth")
         if not isinstance(apd, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in apd):
             raise UserError(f"{p}:{i}: field 'acceptance_per_depth' must be a list of numbers")
@@ -74,6 +77,7 @@ def report(path):
     return {"source": str(path), "device": recs[0].get("device"), "K": max(len(r["acceptance_per_depth"]) for r in recs),
             "max_new_tokens": max(r["tokens"] for r in recs), "threads": "device", "modes": modes, "tasks": tasks,
             "table": table, "ratios": ratios, "memory": memory, "spec_vs_plain_mismatches": "n/a (device log)",
+            "sampler": recs[0].get("sampler") or {},  # the app logs it (absent: greedy, from older app versions)
             "manifest": {"backbone_spec": recs[0].get("device")}}
 
 

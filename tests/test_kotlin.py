@@ -80,6 +80,9 @@ def write_golden(dirpath):
             n += 1
     assert gated_plain > 0  # the gate really declined some drafts, so the traces exercise it
     write_context_golden(dirpath, b)
+    from test_sampling import write_sampling_golden
+
+    write_sampling_golden(dirpath / "sampling.golden")
     return n
 
 

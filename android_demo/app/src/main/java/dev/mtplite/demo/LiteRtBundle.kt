@@ -11,6 +11,7 @@ import dev.mtplite.core.DraftStep
 import dev.mtplite.core.Drafter
 import dev.mtplite.core.Embedder
 import dev.mtplite.core.GatedDraft
+import dev.mtplite.core.Sampler
 import dev.mtplite.core.Manifest
 import dev.mtplite.core.NEG_INF
 import dev.mtplite.core.Verified
@@ -101,20 +102,24 @@ class LiteRtBundle(private val dir: File, val man: Manifest, private val acceler
         }
     }
 
+    /** How tokens are picked from logits (greedy by default); the token for cache position t uses u_t (Sampler). */
+    var sampler = Sampler()
+
     override fun decode(token: Int, pos: Int): Decoded {
         if (man.exactPath && pos + man.k < c) {  // row 0 of verify, so MTP output stays plain output (manifest.exactness)
             val outs = runBackbone("verify", IntArray(man.k + 1) { token }, pos)
-            return Decoded(argmax(outs.getValue("logits").readFloat(), 0, v), outs.getValue("activations").readFloat().copyOf(h))
+            return Decoded(sampler.pick(outs.getValue("logits").readFloat(), pos + 1, null, 0, v),
+                outs.getValue("activations").readFloat().copyOf(h))
         }
         val outs = runBackbone("decode", intArrayOf(token), pos)
-        return Decoded(argmax(outs.getValue("logits").readFloat(), 0, v), outs.getValue("activations").readFloat())
+        return Decoded(sampler.pick(outs.getValue("logits").readFloat(), pos + 1, null, 0, v), outs.getValue("activations").readFloat())
     }
 
     override fun verify(tokens: IntArray, pos: Int): Verified {
         val outs = runBackbone("verify", tokens, pos)
         val logits = outs.getValue("logits").readFloat()
         val acts = outs.getValue("activations").readFloat()
-        return Verified(IntArray(tokens.size) { argmax(logits, it * v, v) },
+        return Verified(IntArray(tokens.size) { sampler.pick(logits, pos + 1 + it, null, it * v, v) },
             Array(tokens.size) { acts.copyOfRange(it * h, (it + 1) * h) })
     }
 
@@ -128,7 +133,7 @@ class LiteRtBundle(private val dir: File, val man: Manifest, private val acceler
         val reads = kv.filterKeys { it in man.signatures.getValue("drafter").getValue("mtp_drafter").inputs }
         ins.getValue("input_pos").writeInt(intArrayOf(pos))
         ins.getValue("mask").writeFloat(FloatArray(c) { if (it <= pos) 0f else NEG_INF })
-        return gate.draft(token, activation, k) { tok, act ->
+        return gate.draft(token, activation, k, sampler, pos) { tok, act ->
             ins.getValue("activations").writeFloat(embed(intArrayOf(tok))[0] + act)
             d.run(ins + reads, outs, "mtp_drafter")
             DraftStep(outs.getValue("logits").readFloat(), outs.getValue("projected_activations").readFloat())
@@ -188,12 +193,12 @@ class LiteRtBundle(private val dir: File, val man: Manifest, private val acceler
         val picked = contextInputs(pos, ins)
         ins.getValue("input_pos").writeInt(intArrayOf(pos))
         ins.getValue("mask").writeFloat(FloatArray(c) { if (it <= pos) 0f else NEG_INF })
-        return gate.draft(token, activation, k) { tok, act ->
+        val space = man.context!!.spaceIds + picked.map { it.first }.toIntArray()
+        return gate.draft(token, activation, k, sampler, pos) { tok, act ->
             ins.getValue("activations").writeFloat(embed(intArrayOf(tok))[0] + act)
             d.run(ins + reads, outs, "mtp_drafter_ctx")
-            DraftStep(outs.getValue("draft_logits").readFloat(), outs.getValue("projected_activations").readFloat()) {
-                ctx!!.tokenOf(it, picked)
-            }
+            DraftStep(outs.getValue("draft_logits").readFloat(), outs.getValue("projected_activations").readFloat(),
+                { ctx!!.tokenOf(it, picked) }, space, space.size)
         }
     }
 

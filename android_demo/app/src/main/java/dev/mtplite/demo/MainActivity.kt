@@ -14,6 +14,7 @@ import android.widget.EditText
 import android.widget.TextView
 import dev.mtplite.core.BenchRecord
 import dev.mtplite.core.GatedDraft
+import dev.mtplite.core.Sampler
 import dev.mtplite.core.HybridDrafter
 import dev.mtplite.core.Json
 import dev.mtplite.core.JsonlWriter
@@ -50,7 +51,10 @@ class MainActivity : Activity() {
         if (intent.getStringExtra("mode") == "bench") {
             val out = File(getExternalFilesDir(null), intent.getStringExtra("out") ?: "bench.jsonl")
             val maxNew = intent.getStringExtra("max_new_tokens")?.toIntOrNull() ?: 64
-            thread { runBench(dir, manifest, out, maxNew); runOnUiThread { finish() } }
+            val sampler = try { Sampler.fromExtras { intent.getStringExtra(it) } } catch (e: IllegalArgumentException) {
+                Log.e(tag, "${e.message}"); finish(); return
+            }
+            thread { runBench(dir, manifest, out, maxNew, sampler); runOnUiThread { finish() } }
             return
         }
         val vocab = Vocab.fromTokenizerJson(File(dir, manifest.files.getValue("tokenizer")).readText())
@@ -61,6 +65,10 @@ class MainActivity : Activity() {
             // the calibrated setting wins: `mtplite calibrate` may have switched drafting off for this device class
             val mtp = view<CheckBox>(R.id.mtp).isChecked && manifest.draft != "off"
             val output = view<TextView>(R.id.output)
+            bundle.sampler = try { Sampler.parse(view<EditText>(R.id.sampling).text.toString()) } catch (e: IllegalArgumentException) {
+                stats.text = e.message
+                return@setOnClickListener
+            }
             output.text = ""
             thread {
                 bundle.reset()
@@ -103,7 +111,7 @@ class MainActivity : Activity() {
     private fun energyNwh(): Long? = (getSystemService(Context.BATTERY_SERVICE) as? BatteryManager)
         ?.getLongProperty(BatteryManager.BATTERY_PROPERTY_ENERGY_COUNTER)?.takeIf { it > 0 }
 
-    private fun runBench(dir: File, man: dev.mtplite.core.Manifest, out: File, maxNew: Int) {
+    private fun runBench(dir: File, man: dev.mtplite.core.Manifest, out: File, maxNew: Int, sampler: Sampler) {
         val prompts = File(dir, "bench_prompts.jsonl").readLines().filter { it.isNotBlank() }.map { Json.parse(it) as Map<*, *> }
         val device = "${android.os.Build.MANUFACTURER} ${android.os.Build.MODEL} (Android ${android.os.Build.VERSION.RELEASE})"
         val weights = man.files.filterKeys { it != "tokenizer" }.mapValues { File(dir, it.value).length() }
@@ -126,6 +134,7 @@ class MainActivity : Activity() {
                         (if ("+ctx" in mode) File(dir, man.context!!.file).length() else 0L)
                     for (p in prompts) {
                         b.reset()
+                        b.sampler = sampler
                         val ids = (p["ids"] as List<*>).map { (it as Long).toInt() }.toIntArray()
                         val hybrid = if (mode.startsWith("hybrid")) HybridDrafter(ids, b, man.hybridMinNgram("+ctx" in mode)) else null
                         val cpu0 = Process.getElapsedCpuTime()
@@ -138,7 +147,7 @@ class MainActivity : Activity() {
                         val mem = Memory(rt.totalMemory() - rt.freeMemory(), Debug.getNativeHeapAllocatedSize(), before, after,
                             wbytes, b.kvBytes, null)
                         w.write(BenchRecord.from(device, mode, p["id"] as String, p["task"] as String, g, mem, cpuS,
-                            if (e0 != null && e1 != null) e0 - e1 else null))
+                            if (e0 != null && e1 != null) e0 - e1 else null, sampler))
                         Log.i(tag, "$mode ${p["id"]}: ${g.tokens.size} tokens, accept ${g.acceptLength}")
                     }
                 }

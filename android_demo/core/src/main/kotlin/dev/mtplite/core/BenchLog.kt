@@ -14,7 +14,7 @@ data class BenchRecord(
     val cycles: Int, val accepted: Int, val draftMsPerCycle: Double, val verifyMsPerCycle: Double,
     val javaHeapBytes: Long, val nativeHeapBytes: Long, val pssBeforeLoadBytes: Long, val pssAfterLoadBytes: Long,
     val weightBytes: Long, val kvBytes: Long, val memorySavedVsStandaloneBytes: Long?, val backbonePasses: Int = 0,
-    val cpuS: Double? = null, val energyNwh: Long? = null,
+    val cpuS: Double? = null, val energyNwh: Long? = null, val sampler: Sampler = Sampler(),
 ) {
     val decodeTokensPerS: Double? get() = if (tokens > 1 && decodeS > 0) (tokens - 1) / decodeS else null
 
@@ -30,16 +30,17 @@ data class BenchRecord(
     ).apply {  // absent, not null, where not measured: `mtplite report` then leaves the column out
         if (cpuS != null) put("cpu_s", cpuS)
         if (energyNwh != null) put("energy_nwh", energyNwh)
+        put("sampler", Sampler.toMap(sampler))
     })
 
     companion object {
         fun from(device: String, mode: String, promptId: String, task: String, g: Generation, mem: Memory,
-                 cpuS: Double? = null, energyNwh: Long? = null): BenchRecord {
+                 cpuS: Double? = null, energyNwh: Long? = null, sampler: Sampler = Sampler()): BenchRecord {
             val cyc = maxOf(g.cycles, 1)
             return BenchRecord(device, mode, promptId, task, g.tokens.size, (g.totalNs - g.ttftNs) / 1e9, g.ttftNs / 1e9,
                 g.acceptLength, g.acceptancePerDepth, g.cycles, g.accepted, g.draftNs / 1e6 / cyc, g.verifyNs / 1e6 / cyc,
                 mem.javaHeap, mem.nativeHeap, mem.pssBefore, mem.pssAfter, mem.weightBytes, mem.kvBytes, mem.savedVsStandalone,
-                g.backbonePasses, cpuS, energyNwh)
+                g.backbonePasses, cpuS, energyNwh, sampler)
         }
     }
 }

@@ -179,7 +179,10 @@ class HybridDrafter(prompt: IntArray, private val head: Drafter?, private val mi
  * One call of the drafter graph: its logits and the projected activation for the next draft step. [tokenOf] maps a
  * logit index to its token id where the logits are over a draft space (drafter_ctx) rather than the full vocabulary.
  */
-class DraftStep(val logits: FloatArray, val activation: FloatArray, val tokenOf: ((Int) -> Int)? = null)
+/** One head step's output; [ids] (index -> token id, its first [n] entries live) where the logits are over a draft
+ * space rather than the full vocabulary: the sampler breaks ties by id and never picks a masked slot. */
+class DraftStep(val logits: FloatArray, val activation: FloatArray, val tokenOf: ((Int) -> Int)? = null,
+                val ids: IntArray? = null, val n: Int = logits.size)
 
 /**
  * The context draft space, as mtplite.runtime.litert.Bundle.context_space: the [maxIds] newest distinct ids of the
@@ -226,14 +229,17 @@ class GatedDraft(private val minProb: Double) {
     var lastProbs: List<Double> = emptyList()
         private set
 
-    fun draft(token: Int, activation: FloatArray, k: Int, step: (Int, FloatArray) -> DraftStep): IntArray? {
+    /** [sampler] and [pos] (the position of [token]): coupled drafting, draft j picked with the u of position
+     * pos + 1 + j, the one the backbone's own sample there will use (greedy: argmax). */
+    fun draft(token: Int, activation: FloatArray, k: Int, sampler: Sampler = Sampler(), pos: Int = 0,
+              step: (Int, FloatArray) -> DraftStep): IntArray? {
         val out = ArrayList<Int>(k)
         val probs = ArrayList<Double>(k)
         var tok = token
         var act = activation
         for (j in 0 until k) {
             val s = step(tok, act)
-            val i = argmax(s.logits)
+            val i = sampler.index(s.logits, pos + 1 + j, s.ids, 0, s.n)
             tok = s.tokenOf?.invoke(i) ?: i
             if (minProb > 0) {
                 probs.add(if (s.tokenOf == null) topProb(s.logits, i) else spaceProb(s.logits, i))

@@ -2,6 +2,7 @@ package dev.mtplite.core
 
 import org.junit.jupiter.api.Assertions.assertEquals
 import org.junit.jupiter.api.Assertions.assertNull
+import org.junit.jupiter.api.Assertions.assertThrows
 import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.Test
 import java.io.File
@@ -252,5 +253,40 @@ class ContextSpaceTest {
             n++
         }
         assertTrue(n >= 20)
+    }
+}
+
+/** The seeded sampler picks what Python's picks (golden cases written by tests/test_sampling.py), and parses what
+ * the screen and the intent extras give it. */
+class SamplerTest {
+    @Test fun sameTokensAsPython() {
+        val f = File(System.getProperty("mtplite.golden") ?: return, "sampling.golden")
+        var n = 0
+        for (l in f.readLines().filter { it.isNotBlank() }) {
+            val (head, logits) = l.split(" | ")
+            val h = head.split(" ")
+            val s = Sampler(h[0].toDouble(), h[1].toInt(), h[2].toDouble(), h[3].toLong())
+            val lg = logits.split(" ").map { it.toFloat() }.toFloatArray()
+            assertEquals(h[5].toInt(), s.pick(lg, h[4].toInt()), l.take(80))
+            n++
+        }
+        assertTrue(n >= 100)
+        println("sampling golden cases reproduced: $n")
+    }
+
+    @Test fun parsesSettingsAndRefusesBadOnes() {
+        assertEquals(Sampler(), Sampler.parse(""))
+        assertEquals(Sampler(0.7, 64, 0.95, 3), Sampler.parse(" 0.7 64 0.95 3 "))
+        assertEquals(Sampler(1.0, 0, 1.0, 0), Sampler.parse("1"))
+        assertEquals(Sampler(0.7, 64, 1.0, 0), Sampler.fromExtras { mapOf("temperature" to "0.7", "top_k" to "64")[it] })
+        assertEquals(Sampler(), Sampler.fromExtras { null })
+        for (bad in listOf("-1", "0.7 -2", "0.7 0 0", "0.7 0 1.5", "x", "1 2 0.5 4 5"))
+            assertThrows(IllegalArgumentException::class.java, { Sampler.parse(bad) }, bad)
+    }
+
+    @Test fun seedsAndPositionsGiveTheirOwnUniforms() {
+        val us = (0 until 1000).map { Sampler.uniform(7, it.toLong()) }
+        assertTrue(us.all { it >= 0 && it < 1 } && us.toSet().size == 1000)
+        assertTrue(Sampler.uniform(7, 5) != Sampler.uniform(8, 5))
     }
 }
