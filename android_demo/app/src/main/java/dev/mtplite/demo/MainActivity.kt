@@ -52,7 +52,7 @@ class MainActivity : Activity() {
             val out = File(getExternalFilesDir(null), intent.getStringExtra("out") ?: "bench.jsonl")
             val maxNew = intent.getStringExtra("max_new_tokens")?.toIntOrNull() ?: 64
             val sampler = try { Sampler.fromExtras { intent.getStringExtra(it) } } catch (e: IllegalArgumentException) {
-                Log.e(tag, "${e.message}"); finish(); return
+                Log.e(tag, "bad sampling extras: ${e.message}", e); finish(); return
             }
             thread { runBench(dir, manifest, out, maxNew, sampler); runOnUiThread { finish() } }
             return

@@ -94,7 +94,7 @@ class CoreTest {
         val table = listOf(logits(3f, 0f, 0f), logits(0f, 0.5f, 0f), logits(0f, 0f, 5f))
         var calls = 0
         val step = { _: Int, a: FloatArray -> DraftStep(table[calls++], a) }
-        fun run(g: GatedDraft): List<Int>? { calls = 0; return g.draft(9, FloatArray(1), 3, step)?.toList() }
+        fun run(g: GatedDraft): List<Int>? { calls = 0; return g.draft(9, FloatArray(1), 3, step = step)?.toList() }
         assertEquals(listOf(0, 1, 2), run(GatedDraft(0.0)))
         val g = GatedDraft(0.5)
         assertEquals(listOf(0, 0, 0), run(g))  // p(1 at step 2) = 0.452 < 0.5: stop, pad with the confident prefix
