@@ -67,7 +67,7 @@ def _runs(steps_fn, ids, K, eos, n=16):
     return G.run(ids, steps_fn(), max_new_tokens=n, eos_ids=eos, K=K, cache_len=C)
 
 
-@pytest.mark.parametrize("spec", ["tiny:gemma3", "tiny:llama"])
+@pytest.mark.parametrize("spec", ["tiny:gemma3"])  # its head drafts with the context space; LiteRT runs both drafters
 def test_speculative_sampling_is_plain_sampling_torch(spec):
     from mtplite.model import generate as G
     from mtplite.model.sampling import Sampler
