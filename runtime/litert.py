@@ -79,7 +79,11 @@ class Bundle:
         self.files = files = {**m["files"], **({"drafter_ctx": ctx["file"]} if ctx else {})}
         for g in ("embedder", "backbone") + (("drafter",) if mtp else ()) + (("drafter_ctx",) if ctx else ()):
             fname = adir / files[g]
-            stamp = f"{g}-{tag}-{m['backbone_fingerprint']}-{fname.stat().st_size}-{int(fname.stat().st_mtime)}-t{threads}"
+            # the packed-weight cache must never be shared by two different files: content hash (the manifest's)
+            # plus size and nanosecond mtime (by size and whole-second mtime, two same-size graphs written within one
+            # second would load each other's packed weights)
+            st, sha = fname.stat(), (m.get("files_sha256") or {}).get(fname.name, "x")[:16]
+            stamp = f"{g}-{tag}-{m['backbone_fingerprint']}-{sha}-{st.st_size}-{st.st_mtime_ns}-t{threads}"
             try:
                 self.models[g] = CompiledModel.from_file(str(fname), options=_options(threads, wc / f"{stamp}.xnn"))
             except Exception as e:
