@@ -135,9 +135,10 @@ def torch_steps(backbone, head=None, cache_len=512, dtype=torch.float32, exact=N
     """Step functions over the torch Decoder (+ MTPHead), batch 1, one KV cache, in the model's `dtype`.
 
     exact: plain steps run as row 0 of a K+1-row verify pass (padded with copies of the token), so plain and
-    speculative tokens come from the same kernels and shapes. None (the default): only where a probe finds that a
-    1-row and a K+1-row pass round differently in `dtype` on this CPU (bf16 does). The padding rows write KV past
-    `pos`, which stays masked until the next steps overwrite it.
+    speculative tokens come from the same kernels and shapes. None (the default): in float32 only where a probe finds
+    that a 1-row and a K+1-row pass round differently on this CPU; in bf16 always (the probe's few rows agreed on
+    tiny:llama while a generation later differed). The padding rows write KV past `pos`, which stays masked until the
+    next steps overwrite it.
 
     sampler: model/sampling.py's Sampler (None: greedy); the token for cache position t is picked with its u_t, in
     decode, in every verify row, and in the head's drafts (coupled drafting).
@@ -151,7 +152,7 @@ def torch_steps(backbone, head=None, cache_len=512, dtype=torch.float32, exact=N
     if exact is None:  # probed once per decoder, K and dtype
         memo = dec.__dict__.setdefault("_rows_agree", {})
         if (K, cache_len, dtype) not in memo:
-            memo[(K, cache_len, dtype)] = not K or rows_agree(dec, K, cache_len, dtype)
+            memo[(K, cache_len, dtype)] = not K or (dtype == torch.float32 and rows_agree(dec, K, cache_len, dtype))
         exact = not memo[(K, cache_len, dtype)]
     pick = (sampler or Sampler()).pick
     hist = [0] * cache_len  # the token at each cached position (the context draft space reads it)

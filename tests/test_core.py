@@ -449,10 +449,11 @@ def test_torch_exact_mode_in_bf16():
     cycles = 0
     for p in PROMPTS[:12]:
         ids = bb.encode(p)
-        runs = [G.run(ids, G.torch_steps(bb, head, CACHE, dtype=torch.bfloat16, exact=True), max_new_tokens=30,
-                      eos_ids=set(bb.eos_ids), K=K, cache_len=CACHE) for K in (0, 3)]
-        assert runs[0]["tokens"] == runs[1]["tokens"], p
-        cycles += runs[1]["cycles"]
+        for exact in (True, None):  # forced, and the default: the probe must see that bf16 rows differ
+            runs = [G.run(ids, G.torch_steps(bb, head, CACHE, dtype=torch.bfloat16, exact=exact), max_new_tokens=30,
+                          eos_ids=set(bb.eos_ids), K=K, cache_len=CACHE) for K in (0, 3)]
+            assert runs[0]["tokens"] == runs[1]["tokens"], (p, exact)
+            cycles += runs[1]["cycles"]
     assert cycles > 0
 
 
