@@ -16,6 +16,7 @@ DTYPES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 6: "bo
 FORMAT_VERSION = 1
 # The manifest's drafting settings (written by `mtplite calibrate`, read by the runtimes):
 DRAFTS = ("mtp", "hybrid", "lookup")  # settings.draft: who drafts (also `generate --draft`), or "off" for none
+DRAFT_K = "mtp_draft_k"  # drafter_ctx.tflite's one signature: all K head steps in one call (export/graphs.py)
 HYBRID_NGRAMS = (1, 2, 3)  # settings.hybrid_min_ngram: the shortest lookup match hybrid copies (at most 3 tokens)
 HYBRID_MIN_NGRAM = 1  # where the bundle holds no measured choice
 
@@ -149,13 +150,16 @@ def check(manifest_path):
 def check_context(sig, kv_ref, m, where):
     """drafter_ctx.tflite (the context draft space, our runtime only) against the manifest and the backbone's KV."""
     cd = m["context_drafter"]
-    d = sig.get("mtp_drafter_ctx")
+    d = sig.get(DRAFT_K)
     if d is None:
-        raise UserError(f"{where}: {cd['file']} lacks signature 'mtp_drafter_ctx' (has {sorted(sig)}); re-export")
-    M, H, S = cd["max_ids"], m["hidden_size"], len(cd["space_ids"])
+        raise UserError(f"{where}: {cd['file']} lacks signature '{DRAFT_K}' (has {sorted(sig)}); re-export")
+    M, H, K = cd["max_ids"], m["hidden_size"], m["K"]
     check_drafter_io(d, kv_ref, {("inputs", "activations"): [1, 1, 2 * H], ("inputs", "context_emb"): [1, M, H],
-                                 ("inputs", "context_mask"): [1, 1, M], ("outputs", "draft_logits"): [1, 1, S + M],
+                                 ("inputs", "context_mask"): [1, 1, M], ("inputs", "context_ids"): [1, M],
+                                 ("outputs", "draft_ids"): [1, K], ("outputs", "draft_probs"): [1, K],
                                  ("outputs", "projected_activations"): [1, 1, H]}, where, cd["file"])
+    if d["outputs"]["draft_ids"]["dtype"] != "int32" or d["inputs"]["context_ids"]["dtype"] != "int32":
+        raise UserError(f"{where}: {cd['file']}: draft_ids and context_ids must be int32; re-export")
 
 
 def check_drafter_io(d, kv_ref, expect, where, label="drafter"):
@@ -302,7 +306,7 @@ def check_manifest_dict(man, where="manifest.json"):
         if m.get("context_drafter") is not None:  # the manifest records drafter_ctx's signatures too
             cs = m["context_drafter"].get("signatures")
             if not isinstance(cs, dict):
-                raise UserError(f"{where}: context_drafter.signatures lacks 'mtp_drafter_ctx'; re-run `mtplite export`")
+                raise UserError(f"{where}: context_drafter.signatures lacks '{DRAFT_K}'; re-run `mtplite export`")
             check_context(cs, sigs["backbone"]["decode"]["inputs"], m, where)
     except (KeyError, TypeError, AttributeError) as e:
         raise UserError(f"{where}: malformed signatures ({type(e).__name__}: {e})") from None

@@ -6,9 +6,12 @@ The names are the interface between Python, the bundle and Kotlin; they are defi
              decode / verify (T = K+1): ... -> logits [1,T,V], activations [1,T,H], kv_cache_*
   drafter    mtp_drafter: activations [1,1,2H], input_pos [1], mask [1,1,1,C], kv_cache_* (read layers only)
              -> logits [1,1,V], projected_activations [1,1,H]
-  drafter_ctx  mtp_drafter_ctx (our runtime only; the .litertlm keeps the contract's drafter): the same inputs plus
-             context_emb [1,M,H], context_mask [1,1,M] (additive), context_rows [1,M,KVH*D] (with the copy read)
-             -> draft_logits [1,1,S+M] (the draft space, then the M context ids), projected_activations [1,1,H]
+  drafter_ctx  mtp_draft_k (our runtime and the Kotlin core; the .litertlm keeps the contract's drafter): all K
+             draft steps in one call, over the draft space and the context draft space. The same inputs plus
+             context_emb [1,M,H] (unscaled embedding rows), context_mask [1,1,M] (additive), context_ids [1,M] i32,
+             context_rows [1,M,KVH*D] (with the copy read)
+             -> draft_ids [1,K] i32, draft_probs [1,K] (each draft's softmax probability over the space, for the
+                confidence gate), projected_activations [1,1,H] (the last step's)
 """
 import torch
 from torch import nn
@@ -59,18 +62,40 @@ class DrafterGraph(nn.Module):
         return {"logits": logits, "projected_activations": proj}
 
 
-class DrafterCtxGraph(nn.Module):
-    """The drafter with the context draft space (MTPHead.step's ctx): logits over the draft space and the M context
-    ids the runtime passes, not scattered to the full vocabulary (the runtime maps the argmax back)."""
+class DraftKGraph(nn.Module):
+    """The head's K draft steps unrolled in one graph, with the context draft space (MTPHead.step's ctx): argmax, the
+    draft-space index -> token id map and the next step's embedding row all stay inside, so one call replaces K
+    drafter calls, K embedder calls and K full-vocabulary logit reads (a Gemma int8 K=3 cycle cost 0.4-0.5 of a
+    decode step that way, mostly per-call overhead: notes/PERF.md). Drafts are the head's argmax, also when the
+    runtime samples: verify samples every row with plain sampling's u_t, so any drafts keep the output exact, and
+    argmax drafts were accepted more often than coupled ones (notes/PERF.md, Session 29)."""
 
-    def __init__(self, head):
+    def __init__(self, head, dec):
         super().__init__()
         self.head = head
+        ids = head.draft_ids_t
+        with torch.no_grad():  # the draft space's embedding rows as the embedder scales them (the next step's input)
+            self.register_buffer("space_emb", dec.embed(ids[None])[0].float().clone())
+        self.register_buffer("space_ids", ids.to(torch.int32))
+        self.scale = float(dec.c.embed_scale)
 
-    def forward(self, activations, input_pos, mask, context_emb, context_mask, context_rows=None, **kv):
+    def forward(self, activations, input_pos, mask, context_emb, context_mask, context_ids, context_rows=None, **kv):
         reads = [(kv.get(k_name(i)), kv[v_name(i)]) for i in self.head.kv_layers]
-        d, proj = self.head.step(activations, input_pos, mask, reads, (context_emb, context_rows, context_mask))
-        return {"draft_logits": d, "projected_activations": proj}
+        ctx = (context_emb, context_rows, context_mask)
+        table = torch.cat([self.space_emb, context_emb[0] * self.scale], 0)  # [S+M,H]
+        ids = torch.cat([self.space_ids, context_ids[0]])  # [S+M]
+        H = self.head.c.hidden_size
+        x2, toks, probs = activations, [], []
+        for _ in range(self.head.c.K):
+            d, h = self.head.step(x2, input_pos, mask, reads, ctx)  # d [1,1,S+M]
+            d = d[0, 0]
+            top = d.max()
+            i = torch.argmax(d).reshape(1)
+            toks.append(ids[i])
+            probs.append((1.0 / torch.exp(d - top).sum()).reshape(1))
+            x2 = torch.cat([table[i].reshape(1, 1, H), h], -1)
+        return {"draft_ids": torch.cat(toks)[None].to(torch.int32), "draft_probs": torch.cat(probs)[None],
+                "projected_activations": h}
 
 
 def kv_samples(c, C, layers=None):
@@ -96,7 +121,8 @@ def drafter_sample(c, hc, C):
 
 def drafter_ctx_sample(c, hc, C, M):
     s = drafter_sample(c, hc, C)
-    s.update({"context_emb": torch.zeros(1, M, c.hidden_size), "context_mask": torch.zeros(1, 1, M)})
+    s.update({"context_emb": torch.zeros(1, M, c.hidden_size), "context_mask": torch.zeros(1, 1, M),
+              "context_ids": torch.zeros(1, M, dtype=torch.int32)})
     if hc.copy_heads:
         s["context_rows"] = torch.zeros(1, M, c.num_kv_heads * c.head_dim)
     return s

@@ -292,6 +292,47 @@ def current_section(dirs):
     return L
 
 
+def sampling_section(dirs):
+    """Speculative sampling per backbone (<run>/sampling: `mtplite bench --temperature ...` as bench_T*.json and
+    scripts/sampling_acceptance.py as acceptance_T*.json): accept length and speed against plain sampling of the
+    same bundle in the same run, and how many speculative outputs differ from plain sampling's."""
+    L = ["Speculative sampling keeps plain sampling's tokens: the token at each position is a function of the "
+         "backbone's logits there and a uniform keyed by (seed, position) (`model/sampling.py`), so verification "
+         "accepts a draft exactly where plain sampling would have emitted it. '≠ plain' counts speculative outputs "
+         "that differ from plain sampling's at the same seed.", ""]
+    for d in map(Path, dirs):
+        runs = [json.loads(f.read_text()) for f in sorted((d / "sampling").glob("bench_T*.json"))]
+        if not runs:
+            continue
+        L += [f"**{runs[0]['manifest'].get('backbone_spec')}** ({(runs[0]['manifest'].get('quantization') or {}).get('backbone')}, "
+              f"head {runs[0]['manifest'].get('head_fingerprint', '-')[:12]}, K={runs[0]['K']}, "
+              f"{runs[0]['table']['plain']['all']['prompts']} benchmark prompts, "
+              f"{runs[0]['max_new_tokens']} tokens)", "",
+              "| temperature / top-k / top-p | mode | τ | vs plain sampling | ≠ plain (the run's modes together) |", "|---|---|---|---|---|"]
+        for b in sorted(runs, key=lambda b: b["sampler"]["temperature"]):
+            sm = b["sampler"]
+            cfg = (f"{sm['temperature']} / {sm['top_k']} / {sm['top_p']}" if sm["temperature"] else "0 (greedy)")
+            n = b["table"]["plain"]["all"]["prompts"]
+            mine = [m for m in b["modes"] if m != "plain" and "@" not in m]
+            differ = f"{b['spec_vs_plain_mismatches']} of {n * len(mine)}"  # counted over the run's modes together
+            for m in mine:
+                L.append(f"| {cfg} | {m} | {num(b['table'][m]['all'], 'accept_length')} | "
+                         f"{b['ratios'][f'{m}/plain']['all']:.2f}x | {differ} |")
+        acc = [json.loads(f.read_text()) for f in sorted((d / "sampling").glob("acceptance_T*.json"))]
+        if acc:
+            L += ["", "Drafting while sampling, same bundle and prompts (`scripts/sampling_acceptance.py`, the contract "
+                  "drafter): τ of the head sampling with the backbone's uniform (coupled), of the head's argmax, and of "
+                  "standard rejection sampling (keeps the distribution, not the tokens).", "",
+                  "| temperature / top-k / top-p | runs | coupled τ | argmax τ | rejection τ | token-exact runs |",
+                  "|---|---|---|---|---|---|"]
+            for a in acc:
+                sm, t = a["sampler"], a["accept_length"]
+                L.append(f"| {sm['temperature']} / {sm['top_k']} / {sm['top_p']} | {a['prompts']} prompts x {a['seeds']} "
+                         f"seeds | {t['coupled']:.2f} | {t['argmax']:.2f} | {t['rejection']:.2f} | {a['token_exact_runs']} |")
+        L.append("")
+    return L
+
+
 def speculative_runs(bench):
     """Speculative generations of the main bundle in a bench run (every non-plain mode without an @bundle)."""
     return (len([m for m in bench["modes"] if "@" not in m]) - 1) * bench["table"]["plain"]["all"]["prompts"]
@@ -361,9 +402,12 @@ def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliabilit
         f"{m} " + ", ".join(f"{x:.2f}" for x in (d or [])) for m, d in depth.items()), ""]
     mtp = bench["table"].get("mtp", {}).get("all", {})
     if mtp:
-        L += [f"Per MTP cycle: draft {mtp.get('draft_ms_per_cycle', 0):.1f} ms (K drafter steps), verify "
+        L += [f"Per MTP cycle: draft {mtp.get('draft_ms_per_cycle', 0):.1f} ms (K calls of the contract's drafter), verify "
               f"{mtp.get('verify_ms_per_cycle', 0):.1f} ms; plain decode "
-              f"{1e3 / bench['table']['plain']['all']['decode_tokens_per_s']:.1f} ms per token.", ""]
+              f"{1e3 / bench['table']['plain']['all']['decode_tokens_per_s']:.1f} ms per token"
+              + (f"; the K-step drafter (mtp+ctx, one call per cycle) drafts in "
+                 f"{bench['table']['mtp+ctx']['all']['draft_ms_per_cycle']:.1f} ms" if "mtp+ctx" in bench["table"] else "")
+              + ".", ""]
     L += analysis(bench, man)
     if timed:
         L += ["## Timed runs from an empty cache", ""]
@@ -375,6 +419,9 @@ def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliabilit
         L += ["### Training against the deployed numerics", ""] + fakequant_section(fakequant)
     if engine:
         L += ["## Official engine", ""] + engine_section(engine)
+    sampled = [d for d in [run, *map(Path, backbones)] if (d / "sampling").is_dir()]
+    if sampled:
+        L += ["## Sampling", ""] + sampling_section(sampled)
     if torch_mismatch or exact_bench:
         L += ["## Exactness per precision", ""] + exactness_section(quant, torch_mismatch, exact_bench, backbones)
     if copy:
@@ -547,11 +594,13 @@ def analysis(bench, man):
     t = bench["table"]
     L = ["## Targets and what limits them", ""]
     if meas:
-        dec, ver, dr = meas["decode_ms"], meas["verify_ms"], meas["drafter_step_ms"]
+        dec, ver = meas["decode_ms"], meas["verify_ms"]
         K = bench["K"]
-        cyc = K * dr + ver
+        draw = meas.get("draft_cycle_ms", K * meas["drafter_step_ms"])  # older calibrations timed one step
+        cyc = draw + ver
         L += [f"Measured by `mtplite calibrate` on this bundle: decode {dec:.1f} ms, verify(K+1={K + 1}) {ver:.1f} ms "
-              f"({ver / dec:.2f} decode steps), drafter step {dr:.2f} ms ({dr / dec:.3f} of a decode step). "
+              f"({ver / dec:.2f} decode steps), drafting {draw:.2f} ms per cycle of K={K} ({draw / dec:.3f} of a decode "
+              f"step). "
               f"One MTP cycle costs {cyc:.1f} ms = {cyc / dec:.2f} decode steps, so MTP breaks even at τ = "
               f"{cyc / dec:.2f} and needs τ = {2 * cyc / dec:.2f} for 2x. Prompt lookup drafts for free: it breaks "
               f"even at τ = {ver / dec:.2f} and reaches 2x at τ = {2 * ver / dec:.2f}.", ""]

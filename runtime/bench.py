@@ -23,7 +23,8 @@ def run_mode(b, tok_ids, K, mode, max_new, eos, min_ngram=None, sampler=None):
 
     base, *flags = mode.split("+")
     gated = "gate" in flags
-    # '+ctx': the head with the context draft space (drafter_ctx.tflite); the plain modes draft with the contract's
+    # '+ctx': the K-step drafter with the context draft space (drafter_ctx.tflite); the others draft with the contract's
+    # drafter, one call per step
     b.use_context = "ctx" in flags
     steps = b.standalone_steps() if mode == "standalone" else b.steps()
     b.sampler = sampler or Sampler()

@@ -14,23 +14,17 @@ CALIBRATION_PROMPTS = 24  # 4 per task of the shipped corpus
 GATES = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 
 
-def confident_len(probs, gate):
-    """How many drafts the head keeps behind a gate: up to the first it gives less than `gate` (Bundle.draft's rule)."""
-    return next((j for j, q in enumerate(probs) if q < gate), len(probs))
-
-
-def predict_gate(cycles, t_dec, t_ver, t_dr, gate):
-    """Predicted tokens per second of decoding when the head stops drafting at the first draft it gives less than
-    `gate` probability. `cycles`: (probs of the K drafts, accepted count) recorded ungated. A gated-out first draft
-    costs one drafter step plus a plain decode; a shorter draft is padded, and we count only its confident part. The
-    drafter stops at the step that declines, so m < K confident drafts cost m + 1 drafter steps (Bundle.draft)."""
+def predict_gate(cycles, t_dec, t_ver, t_draw, t_decline, gate):
+    """Predicted tokens per second of decoding when the head declines a cycle whose first draft it gives less than
+    `gate` probability (Bundle.draft's rule). `cycles`: (probs of the K drafts, accepted count) recorded ungated.
+    A declined cycle costs what the drafter spent deciding (`t_decline`: the whole call for the K-step drafter, one
+    step for the contract's) plus a plain decode; a kept one its K drafts (`t_draw`) plus a verify."""
     tokens = secs = 0.0
     for probs, acc in cycles:
-        m = confident_len(probs, gate)
-        if m == 0:
-            tokens, secs = tokens + 1, secs + t_dr + t_dec
+        if probs[0] < gate:
+            tokens, secs = tokens + 1, secs + t_decline + t_dec
         else:
-            tokens, secs = tokens + min(acc, m) + 1, secs + min(m + 1, len(probs)) * t_dr + t_ver
+            tokens, secs = tokens + acc + 1, secs + t_draw + t_ver
     return tokens / secs if secs else 0.0
 
 
@@ -92,18 +86,20 @@ def calibrate(out, prompts=None, threads=2, max_new=48, progress=print, n=CALIBR
     b.record_probs = None
     if not cyc:
         raise UserError(f"{out}: the calibration prompts gave no draft cycle to time; pass longer --prompts")
-    t_ver, t_dr = ver_s / cyc, dr_s / (cyc * K)
+    t_ver, t_draw = ver_s / cyc, dr_s / cyc  # one cycle's drafting: one mtp_draft_k call, or K drafter steps
+    t_decline = t_draw if b.use_context else t_draw / K
     acc = depth / max(cyc, 1)
     pred = {}
     for k in range(1, K + 1):
         tau = 1 + float(acc[:k].sum())
-        pred[k] = tau * t_dec / (k * t_dr + t_ver)  # verify cost measured at K+1 (the only verify graph)
-    gate_pred = {g: predict_gate(cycles, t_dec, t_ver, t_dr, g) * t_dec for g in GATES}
+        # verify cost measured at K+1 (the only verify graph); the K-step drafter costs its K steps for any k
+        pred[k] = tau * t_dec / ((1 if b.use_context else k / K) * t_draw + t_ver)
+    gate_pred = {g: predict_gate(cycles, t_dec, t_ver, t_draw, t_decline, g) * t_dec for g in GATES}
     gate = max(GATES, key=lambda g: (round(gate_pred[g], 3), -g))
     hybrid, hybrid_pred, lookup_pred, hybrid_per_pass = calibrate_lookup(b, encoded, max_new, t_dec, t_ver, gate)
     # who drafts by default: the head, hybrid (with the drafter generate runs) or lookup alone; ties go to the head.
     # The head is compared as the other two are, from a run of the loop with its drafting timed there: predict_gate,
-    # which picks the gate, charges a declined draft one averaged drafter step, and on SmolLM2 it put the gated head
+    # which picks the gate, charges a declined draft an averaged cost of deciding, and on SmolLM2 it put the gated head
     # level with hybrid where hybrid ran 10% faster side by side (96 held-out prompts, notes/PERF.md).
     default = "drafter_ctx" if b.use_context else "drafter"
     by_draft = {"mtp": predict_hybrid(draft_counts(b, encoded, max_new, "mtp", gate=gate), t_dec, t_ver),
@@ -118,7 +114,8 @@ def calibrate(out, prompts=None, threads=2, max_new=48, progress=print, n=CALIBR
                                  + DRAFT_WHO[draft].format(n=hybrid[default])
                                  + (f", the head's drafts gated at p >= {gate}" if gate and draft != "lookup" else ""),
                        "predicted_speedup_per_draft": {d: round(v, 3) for d, v in by_draft.items()},
-                       "measured": {"decode_ms": 1e3 * t_dec, "verify_ms": 1e3 * t_ver, "drafter_step_ms": 1e3 * t_dr,
+                       "measured": {"decode_ms": 1e3 * t_dec, "verify_ms": 1e3 * t_ver, "drafter_step_ms": 1e3 * t_draw / K,
+                                    "draft_cycle_ms": 1e3 * t_draw,
                                     "acceptance_per_depth": acc.tolist(), "cycles": cyc},
                        "predicted_speedup_per_k": {str(k): round(v, 3) for k, v in pred.items()},
                        "predicted_speedup_per_gate": {str(g): round(v, 3) for g, v in gate_pred.items()},

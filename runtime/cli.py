@@ -119,19 +119,24 @@ def cmd_bench(a):
         plot(res, a.plot)
 
 
+def add_run_args(p, max_new, what):
+    """The options every command that runs a bundle over the benchmark prompts takes."""
+    p.add_argument("--prompts", help="JSONL with id/task/prompt (default ../shared/prompts/tasks.jsonl)")
+    p.add_argument("--max-new-tokens", type=int, default=max_new)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--json", help=f"write the {what} here (atomically)")
+
+
 def register(sub):
     b = sub.add_parser("bench", help="plain vs MTP vs prompt lookup vs hybrid (+ official engine), side by side")
     b.add_argument("out")
-    b.add_argument("--prompts", help="JSONL with id/task/prompt (default ../shared/prompts/tasks.jsonl)")
-    b.add_argument("--max-new-tokens", type=int, default=64)
+    add_run_args(b, 64, "results")
     b.add_argument("--modes", default=",".join(DEFAULT_MODES),
                    help="'+gate': the head drafts only while it is sure (settings.min_prob from calibrate); '+ctx': "
-                        "it also drafts the text's own ids outside its draft vocabulary (drafter_ctx.tflite). All: "
+                        "it also drafts the text's own ids outside its draft vocabulary, all K drafts in one call (drafter_ctx.tflite). All: "
                         + ",".join(MODES))
     b.add_argument("--limit", type=int, default=0)
-    b.add_argument("--threads", type=int, default=2)
     b.add_argument("--no-engine", action="store_true", help="skip the official litert_lm engine rows")
-    b.add_argument("--json")
     b.add_argument("--plot")
     b.add_argument("--exact", action="store_true",
                    help="force plain steps through the verify graph (taken by itself where the load-time probe finds "

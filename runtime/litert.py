@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from mtplite.errors import UserError
+from mtplite.export.contract import DRAFT_K
 from mtplite.model.decoder import NEG_INF
 from mtplite.model.sampling import Sampler
 from mtplite.paths import cache_dir
@@ -105,7 +106,7 @@ class Bundle:
             self.dr_in, self.dr_out, self.dr_kv = self._drafter_io("drafter", "mtp_drafter")
         self.use_context = bool(ctx)
         if ctx:
-            self.cx_in, self.cx_out, self.cx_kv = self._drafter_io("drafter_ctx", "mtp_drafter_ctx")
+            self.cx_in, self.cx_out, self.cx_kv = self._drafter_io("drafter_ctx", DRAFT_K)
             self.space_ids = np.asarray(ctx["space_ids"], np.int64)
             self.space_map = np.full(self.V, len(self.space_ids), np.int32)  # id -> draft-space index
             self.space_map[self.space_ids] = np.arange(len(self.space_ids), dtype=np.int32)
@@ -232,10 +233,13 @@ class Bundle:
         for i, t in enumerate(ids):
             emb[i] = self.cx_cache[t][0]
             mask[i] = 0.0
+        cid = np.zeros(M, np.int32)
+        cid[: len(ids)] = ids
         self.cx_in["context_emb"].write(emb.reshape(-1))
         self.cx_in["context_mask"].write(mask)
+        self.cx_in["context_ids"].write(cid)
         if self.cx_rows:
-            dt = self.sigs["drafter_ctx"]["mtp_drafter_ctx"]["inputs"]["context_rows"]["shape"][-1]
+            dt = self.sigs["drafter_ctx"][DRAFT_K]["inputs"]["context_rows"]["shape"][-1]
             rows = np.zeros((M, dt), np.float32)
             for i, t in enumerate(ids):
                 rows[i] = self.cx_cache[t][1]
@@ -244,41 +248,47 @@ class Bundle:
         return ids
 
     def draft(self, tok, act, pos, k):
-        """k drafts; with `min_prob` set, drafting stops at the first draft the head gives less than that probability:
-        None (a plain step) if it is the first, else the confident prefix padded to k (verify takes exactly k)."""
-        ctx = self.use_context
-        if ctx:
-            dr, sig, ins, outs, kv = self.models["drafter_ctx"], "mtp_drafter_ctx", self.cx_in, self.cx_out, self.cx_kv
-            ids = self.context_space(pos)
-            S = len(self.space_ids)
+        """k drafts; with `min_prob` set, None (a plain step) where the head gives its first draft less than that
+        probability."""
+        if self.use_context:
+            out, probs = self.draft_k(tok, act, pos)
         else:
-            dr, sig, ins, outs, kv = self.models["drafter"], "mtp_drafter", self.dr_in, self.dr_out, self.dr_kv
+            out, probs = self.draft_steps(tok, act, pos, k)
+        if self.record_probs is not None:
+            self.record_probs.append(probs)
+        if not out or (self.min_prob and probs[0] < self.min_prob):
+            return None
+        return out[:k]
+
+    def draft_k(self, tok, act, pos):
+        """All K drafts in one call of drafter_ctx's mtp_draft_k (argmax inside the graph) and their probabilities."""
+        self.context_space(pos)
+        ins, outs = self.cx_in, self.cx_out
+        ins["input_pos"].write(np.array([pos], np.int32))
+        ins["mask"].write(_mask([pos], self.C).reshape(-1))
+        ins["activations"].write(np.concatenate([self.embed([tok])[0], np.asarray(act, np.float32)]))
+        self.models["drafter_ctx"].run_by_name(DRAFT_K, {**ins, **self.cx_kv}, outs)
+        return outs["draft_ids"].read(self.K, np.int32).tolist(), outs["draft_probs"].read(self.K, np.float32).tolist()
+
+    def draft_steps(self, tok, act, pos, k):
+        """k drafts from the contract's drafter, one call per step (its logits over the full vocabulary), picked as
+        the backbone's sample at that position will be (coupled drafting; greedy: argmax)."""
+        dr, ins, outs, kv = self.models["drafter"], self.dr_in, self.dr_out, self.dr_kv
         ins["input_pos"].write(np.array([pos], np.int32))
         ins["mask"].write(_mask([pos], self.C).reshape(-1))
         h, out, probs = np.asarray(act, np.float32), [], []
-        space = np.concatenate([self.space_ids, np.asarray(ids, np.int64)]) if ctx else None
         for j in range(k):
-            x = np.concatenate([self.embed([tok])[0], h])
-            ins["activations"].write(x)
-            dr.run_by_name(sig, {**ins, **kv}, outs)
-            # coupled drafting: the head samples with the u the backbone's own sample at that position will use
-            if ctx:
-                lg = outs["draft_logits"].read(S + self.cx_M, np.float32)[: S + len(ids)]
-                tok = self.sampler.pick(lg, pos + 1 + j, space)
-            else:
-                lg = outs["logits"].read(self.V, np.float32)
-                tok = self.sampler.pick(lg, pos + 1 + j)
+            ins["activations"].write(np.concatenate([self.embed([tok])[0], h]))
+            dr.run_by_name("mtp_drafter", {**ins, **kv}, outs)
+            lg = outs["logits"].read(self.V, np.float32)
+            tok = self.sampler.pick(lg, pos + 1 + j)
             if self.min_prob or self.record_probs is not None:
-                probs.append(self._top_prob(lg, tok) if not ctx else float(1.0 / np.exp(lg - lg.max()).sum()))
-                if probs[-1] < self.min_prob:
-                    break
+                probs.append(self._top_prob(lg, tok))
+                if j == 0 and probs[0] < self.min_prob:
+                    break  # the gate declines the cycle at its first draft: later steps would be wasted calls
             h = outs["projected_activations"].read(self.H, np.float32)
             out.append(tok)
-        if self.record_probs is not None:
-            self.record_probs.append(probs)
-        if not out:
-            return None
-        return (out + [out[-1]] * k)[:k]
+        return out, probs
 
     def _top_prob(self, lg, top):
         """Softmax probability of the argmax. The head scores only its draft vocabulary (the rest of the full-vocabulary

@@ -104,13 +104,12 @@ def markdown(rep):
 
 
 def register(sub):
+    from mtplite.runtime.cli import add_run_args
+
     r = sub.add_parser("quant-report", help="sizes, greedy agreement with float and MTP accept length per bundle")
     r.add_argument("float_out", help="the float export of the backbone")
     r.add_argument("quant_outs", nargs="+", help="quantized exports of the same backbone (any heads)")
-    r.add_argument("--prompts", help="JSONL with id/task/prompt (default ../shared/prompts/tasks.jsonl)")
-    r.add_argument("--max-new-tokens", type=int, default=48)
-    r.add_argument("--threads", type=int, default=2)
-    r.add_argument("--json", help="write the report here (atomically)")
+    add_run_args(r, 48, "report")
     r.set_defaults(fn=cmd_quant_report)
 
 

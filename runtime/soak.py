@@ -52,13 +52,12 @@ def soak(bundle_dir, prompts, n=200, max_new=32, threads=2, progress=True):
 
 
 def register(sub):
+    from mtplite.runtime.cli import add_run_args
+
     s = sub.add_parser("soak", help="many sequential generations on one loaded bundle: RSS growth and repeatability")
     s.add_argument("out")
     s.add_argument("--n", type=int, default=200)
-    s.add_argument("--prompts", help="JSONL with id/task/prompt (default ../shared/prompts/tasks.jsonl)")
-    s.add_argument("--max-new-tokens", type=int, default=32)
-    s.add_argument("--threads", type=int, default=2)
-    s.add_argument("--json", help="write the result here (atomically)")
+    add_run_args(s, 32, "result")
     s.set_defaults(fn=cmd_soak)
 
 

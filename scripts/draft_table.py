@@ -18,7 +18,6 @@ from collections import defaultdict
 
 from mtplite.errors import UserError, run_main
 from mtplite.paths import write_text_atomic
-from mtplite.runtime.calibrate import confident_len
 from mtplite.runtime.lookup import accepted, lookup
 
 
@@ -51,9 +50,9 @@ EOS = -1  # the stream's end by an EOS token (no draft matches it: a drafted EOS
 # ---- rules: (stream so far, the head's (draft, probs) here) -> (draft or None, head steps run, source) ------------
 
 def head_gated(dh, ph, gate):
-    """The head's draft behind its gate as Bundle.draft runs it: the confident prefix padded to K, or None."""
-    m = confident_len(ph, gate)
-    return ((dh[:m] + [dh[m - 1]] * len(dh))[: len(dh)] if m else None), min(m + 1, len(ph))
+    """The head's draft behind its gate as Bundle.draft runs it: all K drafts, or None where the first is below the
+    gate; and the head steps that took (one call of the K-step drafter, counted as K)."""
+    return (None if ph[0] < gate else dh), len(ph)
 
 
 def rule_hybrid(min_ngram, gate):

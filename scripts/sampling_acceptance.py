@@ -95,7 +95,9 @@ def main():
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--json")
     a = ap.parse_args()
-    b = Bundle(a.bundle, threads=2, context=True)
+    # the contract's drafter, one call per step: its full logits let the head sample (coupled, rejection); the K-step
+    # drafter the runtime uses by default drafts its argmax inside the graph
+    b = Bundle(a.bundle, threads=2)
     tok = load_tokenizer(a.bundle)
     eos = set(b.man["eos_ids"])
     prompts = load_prompts(default_prompts())[: a.limit]

@@ -115,6 +115,40 @@ def test_context_space_on_litert_equals_torch_and_plain(spec):
     assert used >= 4, used
 
 
+def test_k_step_drafter_with_copy_read_equals_torch(tmp_path):
+    """mtp_draft_k on a head with both the copy read and the context draft space (as the real heads have; the tiny
+    trained ones have one or the other): one call drafts, cycle by cycle, what K torch head steps draft, with a
+    probability per draft, and the output stays plain greedy's."""
+    from mtplite.export.export import export
+    from mtplite.model.head import MTPHead, head_config
+    from mtplite.model.load import load_backbone
+    from mtplite.runtime.litert import Bundle
+
+    bb = load_backbone("tiny:llama")
+    torch.manual_seed(3)
+    head = MTPHead(head_config(bb.model.c, list(range(200)), K=3, copy_heads=2, context=32))
+    head.init_from_backbone(bb.model)
+    with torch.no_grad():  # off its lookup-like start, so that drafts differ from step to step
+        for prm in head.parameters():
+            prm.add_(0.05 * torch.randn_like(prm))
+    head.eval()
+    export(bb, head, {}, tmp_path / "b", cache_len=C, prefill_lengths=(16, 64), progress=lambda s: None)
+    b = Bundle(tmp_path / "b", threads=1, context=True)
+    assert b.use_context and b.cx_rows
+    b.record_probs = []
+    varied = 0
+    for p in PROMPTS[:6]:
+        ids = bb.encode(p + " " + p)
+        ref = G.run(ids, G.torch_steps(bb, head, C, context=32), max_new_tokens=24, eos_ids=set(), K=3, cache_len=C)
+        lite = G.run(ids, b.steps(), max_new_tokens=24, eos_ids=set(), K=3, cache_len=C)
+        plain = G.run(ids, b.steps(), max_new_tokens=24, eos_ids=set(), K=0, cache_len=C)
+        assert lite["tokens"] == ref["tokens"] == plain["tokens"], p
+        assert lite["trace"] == ref["trace"], p
+        varied += sum(len(set(c["drafted"])) > 1 for c in lite["trace"])
+    assert varied > 0
+    assert b.record_probs and all(len(q) == 3 and all(0 < x <= 1 for x in q) for q in b.record_probs)
+
+
 def test_zero_copy_shared_kv():
     bb, head, *_ = trained("tiny:gemma3")
     b = loaded("tiny:gemma3")
@@ -284,8 +318,8 @@ def test_calibration_prompts_take_every_task_in_turn():
 
 
 def test_confidence_gate_declines_unsure_drafts_and_stays_exact(tmp_path):
-    """The head's drafts stop below `min_prob`: a gate nobody passes leaves only plain steps, a middling one mixes
-    plain steps and (padded) cycles; the output is plain greedy's either way. calibrate picks a gate and bench runs it."""
+    """The head declines a cycle whose first draft is below `min_prob`: a gate nobody passes leaves only plain steps,
+    a middling one mixes plain steps and cycles; the output is plain greedy's either way. calibrate picks a gate and bench runs it."""
     from mtplite.runtime.bench import bench, markdown
     from mtplite.runtime.calibrate import GATES, NEAR_TIE, calibrate, near_tie_choice, predict_gate
 
@@ -322,11 +356,13 @@ def test_confidence_gate_declines_unsure_drafts_and_stays_exact(tmp_path):
     assert draft_counts(bc, ids, 30, "hybrid", 1, gate=1.01) == {**look, "draft_s": pytest.approx(look["draft_s"], abs=0.5)}
     assert draft_counts(bc, ids, 30, "hybrid", 1)["plain"] < look["plain"]  # ungated, the head drafts where lookup cannot
 
-    # the predictor: no gate = the ungated cycle cost; a gate nobody passes = plain decoding plus one drafter step
+    # the predictor: no gate = the ungated cycle cost; a gate nobody passes = plain decoding plus what deciding cost
+    # (one step of the contract's drafter, the whole call of the K-step one); a kept cycle keeps all K drafts
     cycles = [([0.9, 0.8, 0.2], 2), ([0.3, 0.9, 0.9], 0), ([0.95, 0.9, 0.9], 3)]
-    assert predict_gate(cycles, 1.0, 1.2, 0.1, 0.0) == pytest.approx((3 + 1 + 4) / (3 * 1.5))
-    assert predict_gate(cycles, 1.0, 1.2, 0.1, 2.0) == pytest.approx(1 / 1.1)
-    assert predict_gate(cycles, 1.0, 1.2, 0.1, 0.5) == pytest.approx((3 + 1 + 4) / (1.5 + 1.1 + 1.5))  # 2 confident drafts (3 drafter steps), gated, all 3
+    assert predict_gate(cycles, 1.0, 1.2, 0.3, 0.1, 0.0) == pytest.approx((3 + 1 + 4) / (3 * 1.5))
+    assert predict_gate(cycles, 1.0, 1.2, 0.3, 0.1, 2.0) == pytest.approx(1 / 1.1)
+    assert predict_gate(cycles, 1.0, 1.2, 0.3, 0.1, 0.5) == pytest.approx((3 + 1 + 4) / (1.5 + 1.1 + 1.5))
+    assert predict_gate(cycles, 1.0, 1.2, 0.3, 0.3, 0.5) == pytest.approx((3 + 1 + 4) / (1.5 + 1.3 + 1.5))
 
     out = tmp_path / "b"
     shutil.copytree(bundle("tiny:gemma3"), out)

@@ -56,7 +56,7 @@ def write_golden(dirpath):
         ids = bb.encode(prompt)
         full = G.run(ids, b.steps(), max_new_tokens=30, eos_ids=set(), K=0, cache_len=C)["tokens"]
         cases = [("mtp", 3, 7 + 3 * i, set()), ("plain", 0, 9, set()), ("hybrid", 3, 20, set()),
-                 ("mtp-gate", 3, 24, set())]  # declined (none) and padded drafts
+                 ("mtp-gate", 3, 24, set())]  # declined (none) and kept drafts
         if len(full) > 12:
             cases.append(("mtp-eos", 3, 30, {full[11]}))
         for mode, K, budget, eos in cases:
@@ -104,7 +104,7 @@ def write_context_golden(dirpath, b):
 
 
 def _ctx_io(m):
-    return m["context_drafter"]["signatures"]["mtp_drafter_ctx"]
+    return m["context_drafter"]["signatures"]["mtp_draft_k"]
 
 
 def write_manifest_fixtures(dirpath):
@@ -147,7 +147,8 @@ def write_manifest_fixtures(dirpath):
         "context-path": (mut(lambda m: m["context_drafter"].update(file="../drafter_ctx.tflite")), "context_drafter.file"),
         "context-ids": (mut(lambda m: m["context_drafter"].update(space_ids=[-1])), "context_drafter.space_ids"),
         "context-max": (mut(lambda m: m["context_drafter"].update(max_ids=0)), "context_drafter.max_ids"),
-        "context-logits": (mut(lambda m: _ctx_io(m)["outputs"]["draft_logits"].update(shape=[1, 1, 7])), "draft_logits"),
+        "context-drafts": (mut(lambda m: _ctx_io(m)["outputs"]["draft_ids"].update(shape=[1, 7])), "draft_ids"),
+        "context-ids-dtype": (mut(lambda m: _ctx_io(m)["inputs"]["context_ids"].update(dtype="float32")), "int32"),
         "context-kv": (mut(lambda m: _ctx_io(m)["inputs"][kv].update(shape=[1, 1, 64, 16])), kv),
         "context-no-kv": (mut(lambda m: [_ctx_io(m)["inputs"].pop(n) for n in list(_ctx_io(m)["inputs"]) if n.startswith("kv")]),
                           "reads no kv_cache"),

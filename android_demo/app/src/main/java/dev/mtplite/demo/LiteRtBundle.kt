@@ -6,6 +6,7 @@ import com.google.ai.edge.litert.Environment
 import com.google.ai.edge.litert.TensorBuffer
 import dev.mtplite.core.Backbone
 import dev.mtplite.core.ContextSpace
+import dev.mtplite.core.DRAFT_K
 import dev.mtplite.core.Decoded
 import dev.mtplite.core.DraftStep
 import dev.mtplite.core.Drafter
@@ -145,8 +146,8 @@ class LiteRtBundle(private val dir: File, val man: Manifest, private val acceler
     private var ctxPicked: List<Pair<Int, Int>>? = null
     private val ctxIoLazy = lazy {
         val sig = man.context!!.signature
-        Pair(sig.inputs.keys.filterNot { it.startsWith("kv_cache_") }.associateWith { drafterCtx!!.createInputBuffer(it, "mtp_drafter_ctx") },
-            sig.outputs.keys.associateWith { drafterCtx!!.createOutputBuffer(it, "mtp_drafter_ctx") })
+        Pair(sig.inputs.keys.filterNot { it.startsWith("kv_cache_") }.associateWith { drafterCtx!!.createInputBuffer(it, DRAFT_K) },
+            sig.outputs.keys.associateWith { drafterCtx!!.createOutputBuffer(it, DRAFT_K) })
     }
     private val ctxIo by ctxIoLazy
 
@@ -176,6 +177,7 @@ class LiteRtBundle(private val dir: File, val man: Manifest, private val acceler
         picked.forEachIndexed { i, (t, _) -> ctxRows.getValue(t).first.copyInto(emb, i * h); mask[i] = 0f }
         ins.getValue("context_emb").writeFloat(emb)
         ins.getValue("context_mask").writeFloat(mask)
+        ins.getValue("context_ids").writeInt(IntArray(m) { if (it < picked.size) picked[it].first else 0 })
         ins["context_rows"]?.let { b ->
             val dt = cd.signature.inputs.getValue("context_rows").shape.last().toInt()
             val rows = FloatArray(m * dt)
@@ -186,20 +188,18 @@ class LiteRtBundle(private val dir: File, val man: Manifest, private val acceler
         return picked
     }
 
+    /** All K drafts in one call of drafter_ctx's mtp_draft_k (argmax, id mapping and the next step's embedding inside
+     * the graph), as Bundle.draft_k in Python. */
     private fun draftWithContext(token: Int, activation: FloatArray, pos: Int, k: Int): IntArray? {
         val d = drafterCtx ?: error("bundle has no drafter_ctx")
         val (ins, outs) = ctxIo
         val reads = kv.filterKeys { it in man.context!!.signature.inputs }
-        val picked = contextInputs(pos, ins)
+        contextInputs(pos, ins)
         ins.getValue("input_pos").writeInt(intArrayOf(pos))
         ins.getValue("mask").writeFloat(FloatArray(c) { if (it <= pos) 0f else NEG_INF })
-        val space = man.context!!.spaceIds + picked.map { it.first }.toIntArray()
-        return gate.draft(token, activation, k, sampler, pos) { tok, act ->
-            ins.getValue("activations").writeFloat(embed(intArrayOf(tok))[0] + act)
-            d.run(ins + reads, outs, "mtp_drafter_ctx")
-            DraftStep(outs.getValue("draft_logits").readFloat(), outs.getValue("projected_activations").readFloat(),
-                { ctx!!.tokenOf(it, picked) }, space, space.size)
-        }
+        ins.getValue("activations").writeFloat(embed(intArrayOf(token))[0] + activation)
+        d.run(ins + reads, outs, DRAFT_K)
+        return gate.drafts(outs.getValue("draft_ids").readInt(), outs.getValue("draft_probs").readFloat())?.copyOf(k)
     }
 
     /** Native memory is freed here, not by the GC: every TensorBuffer, then the compiled models, then the environment. */

@@ -175,14 +175,9 @@ class HybridDrafter(prompt: IntArray, private val head: Drafter?, private val mi
     }
 }
 
-/**
- * One call of the drafter graph: its logits and the projected activation for the next draft step. [tokenOf] maps a
- * logit index to its token id where the logits are over a draft space (drafter_ctx) rather than the full vocabulary.
- */
-/** One head step's output; [ids] (index -> token id, its first [n] entries live) where the logits are over a draft
- * space rather than the full vocabulary: the sampler breaks ties by id and never picks a masked slot. */
-class DraftStep(val logits: FloatArray, val activation: FloatArray, val tokenOf: ((Int) -> Int)? = null,
-                val ids: IntArray? = null, val n: Int = logits.size)
+/** One call of the contract's drafter graph: its logits over the full vocabulary and the projected activation for the
+ * next draft step. */
+class DraftStep(val logits: FloatArray, val activation: FloatArray)
 
 /**
  * The context draft space, as mtplite.runtime.litert.Bundle.context_space: the [maxIds] newest distinct ids of the
@@ -206,9 +201,6 @@ class ContextSpace(val spaceIds: IntArray, vocabSize: Int, val maxIds: Int) {
         }
         return out.entries.map { it.key to it.value }
     }
-
-    /** A drafter_ctx logit index -> its token id, given the picked ids. */
-    fun tokenOf(i: Int, picked: List<Pair<Int, Int>>): Int = if (i < spaceIds.size) spaceIds[i] else picked[i - spaceIds.size].first
 }
 
 fun unitRms(x: FloatArray): FloatArray {
@@ -219,18 +211,24 @@ fun unitRms(x: FloatArray): FloatArray {
 }
 
 /**
- * The head's k drafts behind a confidence gate, as mtplite.runtime.litert.Bundle.draft: drafting stops at the first
- * draft whose softmax probability is below [minProb] (settings.min_prob from `mtplite calibrate`); null, i.e. a
- * plain step, if that is the first draft, else the confident prefix padded to k with its last token (verify takes
- * exactly k). minProb = 0 always drafts k. [lastProbs] holds the probabilities of the latest call.
+ * The head's k drafts behind a confidence gate, as mtplite.runtime.litert.Bundle.draft: null, i.e. a plain step,
+ * where the head gives its first draft less than [minProb] (settings.min_prob from `mtplite calibrate`), else all k
+ * drafts. minProb = 0 always drafts. [lastProbs] holds the probabilities of the latest call.
  */
 class GatedDraft(private val minProb: Double) {
     private var draftIdx: IntArray? = null
     var lastProbs: List<Double> = emptyList()
         private set
 
-    /** [sampler] and [pos] (the position of [token]): coupled drafting, draft j picked with the u of position
-     * pos + 1 + j, the one the backbone's own sample there will use (greedy: argmax). */
+    /** The K-step drafter's output (drafter_ctx's mtp_draft_k: K ids and their probabilities, argmax in the graph). */
+    fun drafts(ids: IntArray, probs: FloatArray): IntArray? {
+        lastProbs = probs.map { it.toDouble() }
+        return if (ids.isEmpty() || probs[0] < minProb) null else ids
+    }
+
+    /** One drafter call per step (the contract's mtp_drafter). [sampler] and [pos] (the position of [token]): coupled
+     * drafting, draft j picked with the u of position pos + 1 + j, the one the backbone's own sample there will use
+     * (greedy: argmax). */
     fun draft(token: Int, activation: FloatArray, k: Int, sampler: Sampler = Sampler(), pos: Int = 0,
               step: (Int, FloatArray) -> DraftStep): IntArray? {
         val out = ArrayList<Int>(k)
@@ -239,26 +237,16 @@ class GatedDraft(private val minProb: Double) {
         var act = activation
         for (j in 0 until k) {
             val s = step(tok, act)
-            val i = sampler.index(s.logits, pos + 1 + j, s.ids, 0, s.n)
-            tok = s.tokenOf?.invoke(i) ?: i
+            tok = sampler.index(s.logits, pos + 1 + j)
             if (minProb > 0) {
-                probs.add(if (s.tokenOf == null) topProb(s.logits, i) else spaceProb(s.logits, i))
-                if (probs.last() < minProb) break
+                probs.add(topProb(s.logits, tok))
+                if (j == 0 && probs[0] < minProb) break  // declined at the first draft: later steps would be wasted
             }
             act = s.activation
             out.add(tok)
         }
         lastProbs = probs
-        if (out.isEmpty()) return null
-        return IntArray(k) { out[minOf(it, out.size - 1)] }
-    }
-
-    /** Softmax probability of [top] over draft-space logits (masked context slots at NEG_INF add nothing). */
-    fun spaceProb(logits: FloatArray, top: Int): Double {
-        val m = logits[top].toDouble()
-        var sum = 0.0
-        for (x in logits) sum += kotlin.math.exp(x - m)
-        return 1.0 / sum
+        return if (out.isEmpty()) null else out.toIntArray()
     }
 
     /** Softmax probability of [top]. The head scores only its draft vocabulary (the rest is NEG_INF), found once. */

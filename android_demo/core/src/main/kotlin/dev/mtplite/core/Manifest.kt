@@ -15,7 +15,7 @@ data class Manifest(
     val bosId: Int?, val files: Map<String, String>, val signatures: Map<String, Map<String, Signature>>,
     val backboneFingerprint: String?, val headFingerprint: String?,
     val minProb: Double = 0.0,  // settings.min_prob: the head's confidence gate chosen by `mtplite calibrate`
-    val context: ContextDrafter? = null,  // drafter_ctx.tflite: the head with the context draft space (ContextSpace)
+    val context: ContextDrafter? = null,  // drafter_ctx.tflite: the K-step drafter with the context draft space
     // settings.hybrid_min_ngram: per drafter ("drafter" / "drafter_ctx"), the shortest lookup match hybrid copies
     val hybridMinNgram: Map<String, Int> = emptyMap(),
     // settings.draft: who drafts by default (mtp | hybrid | lookup), or off where calibrate found nothing pays
@@ -30,11 +30,15 @@ data class Manifest(
     fun hybridMinNgram(withContext: Boolean) = hybridMinNgram[if (withContext) "drafter_ctx" else "drafter"] ?: HYBRID_MIN_NGRAM
 }
 
-/** manifest.context_drafter: the drafter graph that also drafts the text's own ids outside the draft space. */
+/** manifest.context_drafter: the graph that drafts all K tokens in one call ([DRAFT_K]), also the text's own ids
+ * outside the draft space (ContextSpace). */
 data class ContextDrafter(val file: String, val maxIds: Int, val spaceIds: IntArray, val embedScale: Float,
                           val copyRows: Boolean, val signature: Signature)
 
 const val FORMAT_VERSION = 1L
+
+/** drafter_ctx.tflite's signature, as mtplite.export.contract.DRAFT_K. */
+const val DRAFT_K = "mtp_draft_k"
 
 private fun fail(where: String, msg: String): Nothing = throw ManifestError("$where: $msg")
 
@@ -132,7 +136,7 @@ private fun parseContext(x: Any?, vocab: Int, where: String): ContextDrafter {
     if (ids == null || ids.isEmpty() || ids.any { it < 0 || it >= vocab }) fail(where, "context_drafter.space_ids must be token ids < vocab_size")
     val scale = when (val e = cd["embed_scale"]) { is Double -> e; is Long -> e.toDouble(); else -> -1.0 }
     if (scale <= 0) fail(where, "context_drafter.embed_scale = ${cd["embed_scale"]} must be a positive number")
-    val sig = (cd["signatures"] as? Map<*, *>)?.get("mtp_drafter_ctx") ?: fail(where, "context_drafter.signatures lacks 'mtp_drafter_ctx'")
+    val sig = (cd["signatures"] as? Map<*, *>)?.get(DRAFT_K) ?: fail(where, "context_drafter.signatures lacks '$DRAFT_K'; re-run `mtplite export`")
     return ContextDrafter(f, m.toInt(), ids.map { it.toInt() }.toIntArray(), scale.toFloat(), cd["copy_rows"] == true,
         parseSig(sig, where))
 }
@@ -182,13 +186,15 @@ fun checkContract(m: Manifest, where: String) {
         where, "drafter")
     if (d.inputs.getValue("mask").dtype != "float32" || d.inputs.getValue("activations").dtype != "float32")
         fail(where, "drafter mask and activations must be float32")
-    m.context?.let { c ->  // drafter_ctx reads the same KV buffers; its logits cover the draft space and the M context ids
-        val mx = c.maxIds.toLong()
+    m.context?.let { c ->  // drafter_ctx reads the same KV buffers and returns K draft ids and their probabilities
+        val mx = c.maxIds.toLong(); val k = m.k.toLong()
         checkDrafterIo(c.signature, kvRef, listOf(
             Triple("input", "activations", listOf(1L, 1L, 2 * h)), Triple("input", "context_emb", listOf(1L, mx, h)),
-            Triple("input", "context_mask", listOf(1L, 1L, mx)),
-            Triple("output", "draft_logits", listOf(1L, 1L, c.spaceIds.size + mx)),
+            Triple("input", "context_mask", listOf(1L, 1L, mx)), Triple("input", "context_ids", listOf(1L, mx)),
+            Triple("output", "draft_ids", listOf(1L, k)), Triple("output", "draft_probs", listOf(1L, k)),
             Triple("output", "projected_activations", listOf(1L, 1L, h))), where, c.file)
+        if (c.signature.outputs.getValue("draft_ids").dtype != "int32" || c.signature.inputs.getValue("context_ids").dtype != "int32")
+            fail(where, "${c.file}: draft_ids and context_ids must be int32")
     }
     for (s in listOf("decode", "verify")) {
         val a = bb.getValue(s).outputs["activations"]; val t = if (s == "decode") 1L else (m.k + 1).toLong()

@@ -97,12 +97,15 @@ class CoreTest {
         fun run(g: GatedDraft): List<Int>? { calls = 0; return g.draft(9, FloatArray(1), 3, step = step)?.toList() }
         assertEquals(listOf(0, 1, 2), run(GatedDraft(0.0)))
         val g = GatedDraft(0.5)
-        assertEquals(listOf(0, 0, 0), run(g))  // p(1 at step 2) = 0.452 < 0.5: stop, pad with the confident prefix
+        assertEquals(listOf(0, 1, 2), run(g))  // the first draft is sure: all k drafts, an unsure later one too
         assertEquals(Math.exp(3.0) / (Math.exp(3.0) + 2), g.lastProbs[0], 1e-6)
         assertEquals(Math.exp(0.5) / (Math.exp(0.5) + 2), g.lastProbs[1], 1e-6)
-        assertEquals(2, calls)
-        assertNull(run(GatedDraft(0.95)))  // the first draft is unsure: a plain step
+        assertEquals(3, calls)
+        assertNull(run(GatedDraft(0.96)))  // the first draft is unsure: a plain step
         assertEquals(1, calls)
+        // the K-step drafter's ids and probabilities: the same rule
+        assertEquals(listOf(4, 5, 6), GatedDraft(0.5).drafts(intArrayOf(4, 5, 6), floatArrayOf(0.6f, 0.1f, 0.9f))?.toList())
+        assertNull(GatedDraft(0.5).drafts(intArrayOf(4, 5, 6), floatArrayOf(0.4f, 0.9f, 0.9f)))
     }
 
     @Test fun gatedHeadStaysExact() {
@@ -233,8 +236,6 @@ class ContextSpaceTest {
         assertEquals(listOf(7 to 4, 8 to 3), cs.pick(h, 5))  // 9 at position 5 is not cached yet
         assertEquals(listOf(9 to 5, 7 to 4), cs.pick(h, 7))
         assertEquals(emptyList<Pair<Int, Int>>(), cs.pick(h, 1))
-        assertEquals(2, cs.tokenOf(1, cs.pick(h, 7)))
-        assertEquals(7, cs.tokenOf(4, cs.pick(h, 7)))
         val r = unitRms(floatArrayOf(3f, -4f))
         assertEquals(1.0, (r[0] * r[0] + r[1] * r[1]) / 2.0, 1e-5)
     }
