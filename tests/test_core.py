@@ -309,6 +309,7 @@ def test_scripts_bad_inputs(tmp_path):
                           "unknown backbone"),
                          (["bench_hybrid_rule.py", str(tmp_path / "nobundle")], "manifest.json"),
                          (["same_cycles.py", str(tmp_path / "nobundle")], "manifest.json"),
+                         (["draft_cost.py", str(tmp_path / "nobundle")], "manifest.json"),
                          (["draft_table.py", str(tmp_path / "nobundle")], "manifest.json"),
                          (["draft_table.py", "--replay", __file__], "cannot read a draft table"),
                          (["draft_table.py", "--replay", str(tmp_path / "none.json")], "cannot read a draft table"),

@@ -1,0 +1,72 @@
+"""Where one draft cycle's time goes, against a plain decode step, on one bundle (issue 36's drafting-cost target).
+
+Times, in alternating rounds so that drift hits every row alike: a plain decode step; a verify pass; the K-step
+drafter's whole draft (Bundle.draft_k) and its parts (the mtp_draft_k call alone, the embedder call, the context
+space); the contract drafter's K steps (Bundle.draft_steps). Medians in ms, and each as a share of a decode step.
+
+  python scripts/probes/draft_cost.py BUNDLE [--rounds 30] [--threads 2] [--json OUT]
+"""
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+
+from mtplite.errors import UserError, run_main
+from mtplite.paths import write_text_atomic
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("bundle")
+    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    from mtplite.data.benchmark import default_prompts, load_prompts
+    from mtplite.export.contract import DRAFT_K
+    from mtplite.runtime.litert import Bundle, encode, load_tokenizer
+
+    b = Bundle(a.bundle, threads=a.threads, context=True)
+    if not b.use_context:
+        raise UserError(f"{a.bundle}: no drafter_ctx.tflite (a head without the context draft space)")
+    tok = load_tokenizer(a.bundle)
+    ids = encode(tok, b.man, load_prompts(default_prompts())[0]["prompt"])[: b.C // 2]
+    b.reset()
+    b.prefill(ids[:-1], 0)
+    t, act = b.decode(ids[-1], len(ids) - 1)
+    pos, K = len(ids), b.K
+    b.context_space(pos)
+    ins, outs = b.cx_in, b.cx_out
+    dr = b.models["drafter_ctx"]
+    parts = {
+        "decode": lambda: b.decode(t, pos),
+        "verify": lambda: b.verify([t] * (K + 1), pos),
+        "draft_k": lambda: b.draft_k(t, act, pos),
+        "draft_k_graph_call": lambda: dr.run_by_name(DRAFT_K, {**ins, **b.cx_kv}, outs),
+        "embedder_call": lambda: b.embed([t]),
+        "context_space": lambda: (setattr(b, "cx_ids", None), b.context_space(pos)),  # rebuilt: its worst case
+        "contract_drafter_k_steps": lambda: b.draft_steps(t, act, pos, K),
+    }
+    times = {k: [] for k in parts}
+    for fn in parts.values():
+        fn()
+    for _ in range(a.rounds):
+        for k, fn in parts.items():
+            t0 = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - t0)
+    med = {k: 1e3 * float(np.median(v)) for k, v in times.items()}
+    res = {"bundle": a.bundle, "K": K, "threads": a.threads, "rounds": a.rounds, "pos": pos,
+           "context_ids": len(b.cx_ids or []), "median_ms": med,
+           "share_of_decode": {k: v / med["decode"] for k, v in med.items()}}
+    for k, v in med.items():
+        print(f"{k:26s} {v:7.2f} ms  {v / med['decode']:.3f} decode steps", file=sys.stderr)
+    print(json.dumps(res, indent=1))
+    if a.json:
+        write_text_atomic(a.json, json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main, "draft_cost.py"))
