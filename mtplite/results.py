@@ -409,31 +409,27 @@ def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliabilit
                  f"{bench['table']['mtp+ctx']['all']['draft_ms_per_cycle']:.1f} ms" if "mtp+ctx" in bench["table"] else "")
               + ".", ""]
     L += analysis(bench, man)
-    if timed:
-        L += ["## Timed runs from an empty cache", ""]
-        for tb in timed:
-            L += timed_section(tb)
-    if quant:
-        L += ["## Quantization", ""] + quant_section(quant)
-    if fakequant:
-        L += ["### Training against the deployed numerics", ""] + fakequant_section(fakequant)
-    if engine:
-        L += ["## Official engine", ""] + engine_section(engine)
     sampled = [d for d in [run, *map(Path, backbones)] if (d / "sampling").is_dir()]
-    if sampled:
-        L += ["## Sampling", ""] + sampling_section(sampled)
-    if torch_mismatch or exact_bench:
-        L += ["## Exactness per precision", ""] + exactness_section(quant, torch_mismatch, exact_bench, backbones)
-    if copy:
-        L += ["## Copying", ""] + copy_section(copy)
-    for title in dict.fromkeys(r["title"] for r in drills):  # one section per comparison, in the order given
-        L += [f"### {title}", ""] + drill_section([r for r in drills if r["title"] == title])
-    for bdir in backbones:
-        L += backbone_section(bdir)
-    if soak:
-        L += ["## Soak", ""] + soak_section(soak)
-    if reliability:
-        L += ["## Reliability", ""] + reliability_section(reliability)
+    drill_titles = dict.fromkeys(r["title"] for r in drills)  # one section per comparison, in the order given
+    flat = lambda parts: [line for part in parts for line in part]  # noqa: E731
+    sections = [  # (heading or None where the body brings its own, the data, the body): those with data, in order
+        ("## Timed runs from an empty cache", timed, lambda: flat(map(timed_section, timed))),
+        ("## Quantization", quant, lambda: quant_section(quant)),
+        ("### Training against the deployed numerics", fakequant, lambda: fakequant_section(fakequant)),
+        ("## Official engine", engine, lambda: engine_section(engine)),
+        ("## Sampling", sampled, lambda: sampling_section(sampled)),
+        ("## Exactness per precision", torch_mismatch or exact_bench,
+         lambda: exactness_section(quant, torch_mismatch, exact_bench, backbones)),
+        ("## Copying", copy, lambda: copy_section(copy)),
+        (None, drills, lambda: flat([f"### {t}", ""] + drill_section([r for r in drills if r["title"] == t])
+                                    for t in drill_titles)),
+        (None, backbones, lambda: flat(map(backbone_section, backbones))),
+        ("## Soak", soak, lambda: soak_section(soak)),
+        ("## Reliability", reliability, lambda: reliability_section(reliability)),
+    ]
+    for heading, data, body in sections:
+        if data:
+            L += ([heading, ""] if heading else []) + body()
     exps = sorted(d for d in (run / "experiments").glob("*") if (d / "bench.json").exists() and (d / "head.json").exists())
     if exps:
         L += ["## Experiments", "", "Heads trained differently, each benched in one run side by side with the int8 "

@@ -7,24 +7,15 @@ template. Every prompt carries a `task` label from the same six task types so re
 """
 import itertools
 import random
+from pathlib import Path
 
-TOPICS = [
-    "a delayed train to the coast", "the library's new opening hours", "a broken washing machine", "a school bake sale",
-    "the quarterly budget meeting", "a lost cat named Biscuit", "a hiking trip in the mountains", "a new coffee shop",
-    "the neighbourhood recycling rules", "a birthday surprise for a coworker", "a power outage on Elm Road",
-    "a job interview on Friday", "the price of concert tickets", "a leaking kitchen tap", "a chess tournament",
-    "a doctor's advice about sleep", "the football match last night", "a rental car reservation", "a science fair project",
-    "a vegetarian lasagna recipe", "a software update that failed", "a museum's free entry day", "a moving day plan",
-    "the city's new bus route", "a camping trip in the rain", "an overdue library book", "a pottery class",
-    "a team offsite in October", "a flat tyre on the highway", "a garden full of tomatoes", "a phone that will not charge",
-    "the annual charity run", "a noisy upstairs neighbour", "a wedding invitation", "a passport renewal",
-    "a cooking class for kids", "a late package from an online shop", "a dentist who moved offices",
-    "a holiday in Lisbon", "the office printer jam", "a winter coat on sale", "a piano recital",
-    "a parking ticket dispute", "a volunteer shift at the food bank", "a new puppy's first week",
-    "the history of the printing press", "how bees make honey", "why the sky looks blue", "how tides work",
-    "the rules of volleyball", "the life of Marie Curie", "how vaccines train the immune system",
-    "the water cycle", "how a bicycle gear works", "the invention of the telephone", "why leaves change colour",
-]
+
+def _lines(name):
+    """One entry per line of a text file beside this module (the topic lists: data, kept out of the code)."""
+    return (Path(__file__).with_name(name)).read_text(encoding="utf-8").splitlines()
+
+
+TOPICS = _lines("topics.txt")
 
 NAMES = ["Alex", "Maria", "Jordan", "Wei", "Fatima", "Tom", "Aisha", "Lukas", "Chen", "Olivia", "Ravi", "Nina"]
 
@@ -116,31 +107,7 @@ FORMATS_MORE = {
 
 # More topics and a third family of framings, toward ~1M distilled tokens. Rows of the first two families
 # over the original topics keep their ids, so distillation caches stay valid.
-TOPICS_MORE = [
-    "a cracked phone screen", "the best way to learn Spanish", "a solar panel installation", "a landlord raising the rent",
-    "a marathon training plan", "the first day at a new school", "a car that makes a strange noise", "a board game night",
-    "the town's summer festival", "a tax return that is overdue", "a sourdough starter", "a lost suitcase at the airport",
-    "a plumber who never showed up", "an electric scooter ban", "the history of the bicycle", "how volcanoes form",
-    "how a refrigerator keeps food cold", "the life cycle of a butterfly", "why cats purr", "how credit scores work",
-    "the rules of chess", "how airplanes stay in the air", "the Great Barrier Reef", "the invention of paper money",
-    "a yoga class for beginners", "a leaking roof after a storm", "a group project with a lazy teammate",
-    "a power bank that overheats", "a farmers' market on Saturday", "a new smartphone app for budgeting",
-    "a neighbour's barking dog", "a road closure downtown", "a vet appointment for an old dog", "a knitting circle",
-    "a home office setup", "a laptop that runs slowly", "the office coffee machine", "a promotion at work",
-    "a surprise inspection at the restaurant", "a snow day at school", "a missed connecting flight",
-    "a gym membership cancellation", "a broken bicycle chain", "a community garden plot", "a guitar lesson",
-    "a kitchen renovation", "a spilled coffee on a keyboard", "a podcast about space", "a reading list for summer",
-    "a tomato sauce recipe", "the planets of the solar system", "how rainbows form", "how the heart pumps blood",
-    "the Roman aqueducts", "the first moon landing", "how batteries store energy", "why we need sleep",
-    "the rules of basketball", "how recycling plants sort plastic", "how compound interest works",
-    "a wifi router that keeps disconnecting", "a delayed pizza delivery", "a carpool to work", "a stolen bicycle",
-    "a dinner party for eight", "an apartment viewing", "a school trip to the zoo", "a neighbourhood watch meeting",
-    "a hospital visiting hours change", "a bank card that was declined", "a ferry cancelled by fog",
-    "a forgotten password", "a conference talk next month", "a printer out of ink", "a new hire's onboarding",
-    "a water bill that doubled", "a tree that fell on a fence", "a jazz concert in the park", "a recipe for banana bread",
-    "a fundraiser for the animal shelter", "a drone photography hobby", "a lighthouse on a small island",
-    "a backup that failed overnight", "a road trip across the desert",
-]
+TOPICS_MORE = _lines("topics_more.txt")
 
 FORMATS_NEW = {
     "summarize": [
