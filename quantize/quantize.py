@@ -6,6 +6,7 @@ A recipe string names one recipe for every graph ("int8") or one per graph
 Weight-only int4 blockwise is refused: ai-edge-quantizer 0.10 leaves such a model float without an error, and every
 quantized graph is checked afterwards for real int8/int4 weight tensors.
 """
+import re
 import shutil
 import time
 from pathlib import Path
@@ -43,6 +44,26 @@ def parse_recipe(text):
     return {g: out.get(g, "float") for g in GRAPHS}
 
 
+def unblockable_scopes(path, block):
+    """Scopes (output tensor names, as ai-edge-quantizer names an op) of the ops whose constant weight's last
+    dim is not a multiple of `block`."""
+    from ai_edge_quantizer.utils import tfl_flatbuffer_utils as fb
+
+    model = fb.read_model(Path(path))
+    out = []
+    for sg in model.subgraphs:
+        for op in sg.operators:
+            name = fb.TFL_OP_CODE_TO_NAME.get(model.operatorCodes[op.opcodeIndex].builtinCode)
+            if name not in ("FULLY_CONNECTED", "BATCH_MATMUL", "EMBEDDING_LOOKUP", "CONV_2D") or len(op.inputs) < 2:
+                continue
+            w = sg.tensors[op.inputs[1]] if op.inputs[1] >= 0 else None
+            if w is None or not len(model.buffers[w.buffer].data if model.buffers[w.buffer].data is not None else []):
+                continue  # not a constant weight
+            if int(w.shape[-1]) % block:
+                out.append(fb.get_op_scope(op, sg.tensors))
+    return out
+
+
 def quantize_file(src, dst, recipe_name):
     from ai_edge_quantizer import quantizer, recipe
 
@@ -53,7 +74,14 @@ def quantize_file(src, dst, recipe_name):
             shutil.copyfile(src, dst)
         return
     qt = quantizer.Quantizer(str(src))
-    qt.load_quantization_recipe(getattr(recipe, RECIPES[recipe_name])())
+    entries = getattr(recipe, RECIPES[recipe_name])()
+    if recipe_name.startswith("int4-b"):
+        # a weight whose input dim is not a multiple of the block (the copy read's [3n, K] step-role table) cannot be
+        # blocked; the quantizer fails on it, so those few small ops get channelwise int8 (the latest match wins)
+        int8 = recipe.dynamic_wi8_afp32()[0]
+        entries += [{**int8, "regex": "^" + re.escape(scope) + "$"}
+                    for scope in unblockable_scopes(src, int(recipe_name.split("-b")[1]))]
+    qt.load_quantization_recipe(entries)
     res = qt.quantize()
     tmp = Path(str(dst) + ".qtmp")
     res.export_model(str(tmp), overwrite=True)

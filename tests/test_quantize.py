@@ -154,3 +154,26 @@ def test_bench_also_runs_extra_bundles_side_by_side(tmp_path_factory):
     (run / "bench.json").write_text(json.dumps(res))
     line = next(l for l in render(run).splitlines() if l.startswith("- Python"))
     assert "transformers 0.0-recorded" not in line and "did not record its own" in line
+
+
+def test_int4_quantizes_a_copy_read_head(tmp_path):
+    """tiny:llama's head has the copy read, whose step-role table is a [3n, K] weight (K=3, not a multiple of the
+    block): ai-edge-quantizer fails on it under int4-b32 (Gemma's export died there). Those ops get int8, all
+    other weights int4, and speculative output stays plain output."""
+    from mtplite.export.contract import read_tflite
+    from mtplite.model import generate as G
+    from mtplite.quantize.quantize import parse_recipe, quantize_bundle, unblockable_scopes
+    from mtplite.runtime.litert import Bundle
+
+    f = bundle("tiny:llama")
+    assert unblockable_scopes(f / "android" / "drafter.tflite", 32)
+    q = tmp_path / "q"
+    quantize_bundle(f, q, parse_recipe("int4-b32"), progress=lambda s: None)
+    _, wb = read_tflite(q / "android" / "drafter.tflite")
+    assert wb.get("int4", 0) > 10 * wb.get("int8", 0) > 0
+    bb, *_ = trained("tiny:llama")
+    b = Bundle(q, threads=1)
+    for p in PROMPTS[:4]:
+        ids = bb.encode(p)
+        runs = [G.run(ids, b.steps(), max_new_tokens=16, eos_ids=set(bb.eos_ids), K=k, cache_len=C) for k in (0, 3)]
+        assert runs[0]["tokens"] == runs[1]["tokens"], p
