@@ -82,7 +82,12 @@ def quantize_file(src, dst, recipe_name):
         entries += [{**int8, "regex": "^" + re.escape(scope) + "$"}
                     for scope in unblockable_scopes(src, int(recipe_name.split("-b")[1]))]
     qt.load_quantization_recipe(entries)
-    res = qt.quantize()
+    graph = Path(src).stem if Path(src).stem in ("backbone", "embedder") else "head"
+    try:
+        res = qt.quantize()
+    except ValueError as e:  # the quantizer's own refusal, not ours: one line naming the graph and a way round it
+        raise UserError(f"{src}: ai-edge-quantizer cannot apply {recipe_name} to this graph ({e}); quantize it "
+                        f"another way, e.g. --quant {graph}=int8") from None
     tmp = Path(str(dst) + ".qtmp")
     res.export_model(str(tmp), overwrite=True)
     _, wb = read_tflite(tmp)
