@@ -374,7 +374,7 @@ def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliabilit
         L += current_section(current)
     L += ["## Head", ""]
     if head:
-        c = head["config"]
+        c = config_of(head)
         L += [f"- backbone fingerprint `{head.get('backbone_fingerprint')}`; K={c['K']}; {c.get('num_blocks', 1)} block(s) reading "
               f"layers {c['read_layers']}{copy_read(c)}; draft vocabulary {c['draft_vocab_size']} (frequency-ranked)",
               f"- self-distilled training tokens: {head.get('train_generated_tokens')} over {head.get('train_sequences')} "
@@ -473,8 +473,20 @@ def copy_read(c):
     return f" + a copy read ({n} {gram} pointer heads over layer 0's V cache{follow}{only})" if n else ""
 
 
+def config_of(h):
+    """A head.json's config with what version 3 derives instead of saving (draft vocabulary size, the copy read's
+    follow frequencies) filled in, so heads of every version render alike."""
+    from mtplite.model.head import default_follow
+
+    c = dict(h["config"])
+    c.setdefault("draft_vocab_size", len(c.get("draft_ids") or []))
+    if h.get("version", 1) >= 3 and "copy_follow" not in c:
+        c["copy_follow"] = default_follow(c["hidden_size"], c.get("copy_heads", 0))
+    return c
+
+
 def head_summary(h):
-    c = h["config"]
+    c = config_of(h)
     return (f"Head: K={c['K']}, {c.get('num_blocks', 1)} block(s) reading layers {c['read_layers']}{copy_read(c)}, draft vocabulary "
             f"{c['draft_vocab_size']}; {h.get('train_generated_tokens')} self-distilled tokens over "
             f"{h.get('train_sequences')} sequences, trained {h.get('train_s', 0) / 60:.1f} min"
