@@ -115,9 +115,14 @@ class Bundle:
         # Plain and speculative tokens are the same only if decode is verify's row 0, bit for bit. Probed here, on
         # this CPU's kernels; where they differ, plain steps run as row 0 of verify (the exact path: one verify
         # instead of one decode per plain step). exact=True forces that path.
-        from mtplite.export.exactness import BIT_IDENTICAL, probe
+        from mtplite.export.exactness import BIT_IDENTICAL, OutputNotWritten, probe
 
-        self.exactness, self.exactness_detail = probe(bb, self.sigs["backbone"])
+        try:
+            self.exactness, self.exactness_detail = probe(
+                bb, self.sigs["backbone"], {s: ({**self.io[s][0], **self.kv}, {**self.io[s][1], **self.kv})
+                                            for s in ("decode", "verify")})
+        except OutputNotWritten as e:
+            raise UserError(f"{adir / files['backbone']}: LiteRT ran it but {e}; load it again in a new process") from None
         self.exact = bool(exact) or self.exactness != BIT_IDENTICAL
         if self.exactness != BIT_IDENTICAL and not exact:
             print(f"mtplite: {adir}: decode and verify round differently on this CPU ({self.exactness_detail}); "

@@ -108,3 +108,28 @@ def test_probe_sees_a_verify_that_rounds_differently(tmp_path, capfd):
     b = Bundle(d, threads=1)
     assert b.exactness == EXACT_PATH_NEEDED and b.exact
     assert "plain steps run through verify" in capfd.readouterr().err
+
+
+def test_probe_refuses_a_signature_that_leaves_its_logits_unwritten():
+    """The probe fills the outputs with NaN before each run: a verify whose logits stay unwritten is an error at load
+    (as it happened in ai-edge-litert 2.3), never a verdict about rounding computed from stale buffers."""
+    from mtplite.export.contract import read_tflite
+    from mtplite.export.exactness import OutputNotWritten, _buffers, probe
+    from ai_edge_litert.compiled_model import CompiledModel
+
+    path = bundle("tiny:gemma3") / "android" / "backbone.tflite"
+    sigs = read_tflite(path)[0]
+    model = CompiledModel.from_file(str(path))
+
+    class Drops:  # the real model; verify's run then loses its logits, as the broken loads did
+        def __getattr__(self, n):
+            return getattr(model, n)
+
+        def run_by_name(self, sig, ins, outs):
+            model.run_by_name(sig, ins, outs)
+            if sig == "verify":
+                outs["logits"].write(np.full(int(np.prod(sigs[sig]["outputs"]["logits"]["shape"])), np.nan, np.float32))
+
+    assert probe(model, sigs)[0] == "bit_identical"
+    with pytest.raises(OutputNotWritten, match="verify signature left its logits"):
+        probe(Drops(), sigs, {s: _buffers(model, s, sigs) for s in ("decode", "verify")})
