@@ -796,10 +796,12 @@ def test_copy_exact_raises_the_token_read_exactly_and_nothing_far_from_it():
     assert n >= 8
 
 
-def test_copy_exact_auto_picks_the_best_bonus_on_the_held_out_rows():
+def test_copy_exact_auto_picks_the_best_bonus_on_the_held_out_rows(monkeypatch):
     """evaluate_each (the sweep's one backbone pass per batch for every bonus) scores each head as evaluate() does;
-    train_head(copy_exact="auto") keeps the best value of its sweep (ties to the smaller), a number is set as given,
-    and a head without a copy read keeps 0 and sweeps nothing."""
+    train_head(copy_exact="auto") keeps the best value of its sweep (ties to the smaller), from the same backbone pass
+    over the held-out rows as the last epoch's evaluation; a number is set as given, and a head without a copy read
+    keeps 0 and sweeps nothing."""
+    import mtplite.train.train as tr
     from mtplite.model.head import with_copy_exact
     from mtplite.train.train import EXACT_VALUES, evaluate, evaluate_each, train_head, tune_copy_exact
 
@@ -812,7 +814,16 @@ def test_copy_exact_auto_picks_the_best_bonus_on_the_held_out_rows():
     assert sweep["tau"] == {f"{v:g}": round(t, 4) for v, t in zip((0.0, 8.0, 30.0), each)}
     assert best == (0.0, 8.0, 30.0)[each.index(max(each))] == sweep["chosen"]
     kw = dict(K=3, draft_vocab_size=64, epochs=1, batch=16, progress=False, val_rows=va[:16], log=lambda s: None)
+    held, passes, real = {id(r) for r in va[:16]}, [], tr.features
+
+    def counted(backbone, rs, *a, **k):
+        passes.append(all(id(r) in held for r in rs))
+        return real(backbone, rs, *a, **k)
+
+    monkeypatch.setattr(tr, "features", counted)
     h, info = train_head(bb, rows[:32], copy_heads=2, copy_exact="auto", **kw)
+    assert sum(passes) == 2  # the 16 held-out rows in batches of 8, once: the sweep is the last evaluation
+    monkeypatch.setattr(tr, "features", real)
     sw = info["copy_exact_sweep"]
     assert sorted(float(v) for v in sw["tau"]) == list(EXACT_VALUES) and h.c.copy_exact == sw["chosen"]
     assert sw["chosen"] == min(float(v) for v, t in sw["tau"].items() if t >= max(sw["tau"].values()) - 0.002)
