@@ -94,19 +94,20 @@ def check_copy_heads(n, flag="--copy-heads"):
 
 
 def default_read_layers(c):
-    """Sliding-window backbones: three global-attention layers spread over the depth (a third, two thirds, the last)
-    and the last sliding one. Full-attention backbones: the last layer.
+    """Sliding-window backbones: the last global-attention layer and the last sliding one (what Gemma 4's edge
+    drafters read). Full-attention backbones: the last layer.
 
-    On Gemma 3 270M the spread read measured τ 1.56 -> 1.76 over the last two layers alone (same data and training
-    time) for +1.9 ms of drafting per cycle. On SmolLM2 (30 full-attention layers) reading 9, 19, 29 made the drafter
-    step 0.05 -> 0.12 of a decode step for τ 1.42 -> 1.52 with 6x the data: MTP/plain 1.09x -> 0.90x
-    (notes/PERF.md)."""
+    With the copy read and the context draft space, the spread read (Gemma 3 270M: 5, 11, 16, 17) no longer paid:
+    on the committed corpus the last two alone reached the same held-out τ (3.39 vs 3.40 after one epoch) and the
+    same bench τ (mtp+ctx 2.84 both), for 0.65x the K-step drafter's graph time and 0.7x the training time per batch
+    (notes/PERF.md, Session 35). Earlier, before the copy read, it had measured τ 1.56 -> 1.76. On SmolLM2 (30
+    full-attention layers) reading 9, 19, 29 made the drafter step 0.05 -> 0.12 of a decode step for τ 1.42 -> 1.52
+    with 6x the data: MTP/plain 1.09x -> 0.90x."""
     glob = [i for i in range(c.num_layers) if not c.sliding_window[i]]
     slid = [i for i in range(c.num_layers) if c.sliding_window[i]]
     if not slid:
         return [c.num_layers - 1]
-    out = {glob[(j + 1) * len(glob) // 3 - 1] for j in range(3)} if glob else set()
-    return sorted(out | {slid[-1]})
+    return sorted({slid[-1]} | ({glob[-1]} if glob else set()))
 
 
 def default_follow(hidden_size, copy_heads, F=16):

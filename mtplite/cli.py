@@ -244,9 +244,9 @@ def main(argv=None):
     t.add_argument("--out", required=True)
     t.add_argument("--k", type=int, default=3)
     t.add_argument("--draft-vocab", type=int, default=4096)
-    t.add_argument("--read-layers", help="backbone layers whose KV the head reads, e.g. 5,11,16,17 (default: three global "
-                                        "layers spread over the depth + the last sliding one; the last layer where "
-                                        "every layer is global)")
+    t.add_argument("--read-layers", help="backbone layers whose KV the head reads, e.g. 5,11,16,17 (default: the last "
+                                        "global layer + the last sliding one; the last layer where every layer is "
+                                        "global)")
     t.add_argument("--copy-heads", type=int, default=2,
                    help="pointer heads that copy from the text through layer 0's V cache (0 = none; BENCHMARKS.md "
                         "'Copy read')")

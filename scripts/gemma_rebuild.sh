@@ -4,9 +4,10 @@
 # page re-rendered with this run leading it. Minutes per stage go to $R/rebuild.json. The head and bundle stay in the
 # cache dir (Gemma Terms); only numbers land in the repo. The sections of the page this does not rerun (float/int4
 # exports, QAT, the standalone drafter, sampling, soak) keep their committed JSON; scripts/gemma_results.sh redoes all.
-#   scripts/gemma_rebuild.sh              (TRAIN_MIN=100 NAME=rebuild by default: ~125 min on a 2-core AVX512 box)
+#   scripts/gemma_rebuild.sh              (TRAIN_MIN=55 NAME=rebuild by default: ~70 min on a 2-core box; with the
+#   default read layers one epoch of the corpus takes ~43 min and held-out τ stops rising after it, notes/PERF.md)
 set -euo pipefail
-NAME=${NAME:-rebuild}; TRAIN_MIN=${TRAIN_MIN:-100}
+NAME=${NAME:-rebuild}; TRAIN_MIN=${TRAIN_MIN:-55}
 E=${MTPLITE_CACHE:-$HOME/.cache/mtplite}/experiments/$NAME
 R=results/gemma3-270m/experiments/$NAME
 mkdir -p "$E" "$R"
@@ -21,6 +22,8 @@ scripts/measure_bundle.sh "$E/bundle-int8" "$R" plain,mtp,mtp+ctx,lookup,hybrid,
 stage measure
 mtplite bench "$E/bundle-int8" --modes plain,mtp+ctx --json "$R/bench_engine.json"
 stage engine
+python scripts/probes/draft_cost.py "$E/bundle-int8" --json "$R/draft_cost.json"
+stage draft_cost
 cp "$E/head/head.json" "$R/head.json"
 python - "$R" "$TRAIN_MIN" "${STAGES[@]}" <<'PY'
 import json, os, sys, tempfile
