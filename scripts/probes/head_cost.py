@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from mtplite.errors import UserError, run_main
 from mtplite.paths import write_text_atomic
 
 
@@ -105,7 +106,13 @@ def main():
 
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    variants = json.loads(a.variants)
+    try:
+        variants = json.loads(a.variants)
+        if not (isinstance(variants, list) and variants and all(isinstance(v, dict) and "name" in v for v in variants)):
+            raise ValueError
+    except ValueError:
+        raise UserError(f"variants {a.variants[:80]!r}: give a JSON list of objects with a name, e.g. "
+                        "'[{\"name\": \"default\"}]'") from None
     dec = load_backbone(a.backbone).model.float().eval()
     C, rng = a.cache_length, np.random.default_rng(0)
     ref = out / "decode-int8.tflite"
@@ -136,4 +143,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main, "head_cost.py"))
