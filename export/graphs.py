@@ -86,8 +86,9 @@ class DraftKGraph(nn.Module):
         ids = torch.cat([self.space_ids, context_ids[0]])  # [S+M]
         H = self.head.c.hidden_size
         x2, toks, probs = activations, [], []
+        prep = self.head.prepare(input_pos, mask, reads, ctx)  # once, not once per step
         for _ in range(self.head.c.K):
-            d, h = self.head.step(x2, input_pos, mask, reads, ctx)  # d [1,1,S+M]
+            d, h = self.head.step(x2, prep)  # d [1,1,S+M]
             d = d[0, 0]
             top = d.max()
             i = torch.argmax(d).reshape(1)

@@ -129,15 +129,23 @@ class RMSNorm(nn.Module):
         return (xf * w).to(x.dtype).reshape(x.shape)
 
 
-def rope(x, pos, theta):
-    """x [B, heads, T, D]; pos [T] int. Half-split rotary embedding (HF convention)."""
-    d = x.shape[-1]
+def rope_tables(pos, d, theta, dtype):
+    """(cos, sin) [T, D] of a half-split rotary embedding at positions pos [T]: what rotate() applies."""
     inv = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
     ang = pos.float()[:, None] * inv[None, :]  # [T, D/2]
-    cos, sin = torch.cos(ang).to(x.dtype), torch.sin(ang).to(x.dtype)
-    cos, sin = torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)
+    cos, sin = torch.cos(ang).to(dtype), torch.sin(ang).to(dtype)
+    return torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)
+
+
+def rotate(x, cos, sin):
+    d = x.shape[-1]
     x1, x2 = x[..., : d // 2], x[..., d // 2 :]
     return x * cos + torch.cat([-x2, x1], -1) * sin
+
+
+def rope(x, pos, theta):
+    """x [B, heads, T, D]; pos [T] int. Half-split rotary embedding (HF convention)."""
+    return rotate(x, *rope_tables(pos, x.shape[-1], theta, x.dtype))
 
 
 def window_mask(q_pos, cache_len, window, dtype):

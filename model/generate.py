@@ -187,9 +187,10 @@ def torch_steps(backbone, head=None, cache_len=512, dtype=torch.float32, exact=N
         h, out = act, []
         ctx, ids = context_space(pos) if context else (None, [])
         space = np.concatenate([head.draft_ids_t.numpy(), np.asarray(ids, np.int64)])
+        prep = head.prepare(p, mask, reads, ctx)
         for j in range(k):
             x2 = torch.cat([dec.embed(torch.tensor([[tok]]))[0, 0], h])[None, None]
-            d, h = head.step(x2.to(dtype), p, mask, reads, ctx)
+            d, h = head.step(x2.to(dtype), prep)
             tok = pick(d[0, 0].float().numpy(), pos + 1 + j, space)  # coupled: the u the backbone's sample will use
             h = h[0, 0]
             out.append(tok)

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from mtplite.model.decoder import NEG_INF, RMSNorm, attend, rope, v_rows, window_mask
+from mtplite.model.decoder import NEG_INF, RMSNorm, attend, rope_tables, rotate, v_rows, window_mask
 
 
 @dataclass
@@ -140,18 +140,25 @@ class HeadBlock(nn.Module):
         self.up_proj = nn.Linear(H, c.intermediate_size, bias=False)
         self.down_proj = nn.Linear(c.intermediate_size, H, bias=False)
 
-    def forward(self, x, pos, mask, kv):
-        """x [B,T,H]; pos [T]; mask [B|1,1,T,C]; kv: list of (K, V) for the read layers."""
+    @staticmethod
+    def prepare(c, pos, mask, kv, dtype):
+        """Per read layer (K, V, its mask, its rope tables): the same for every draft step of a cycle."""
+        out = []
+        for j, (kc, vc) in enumerate(kv):
+            m = mask
+            if c.sliding_window[j]:
+                m = m + window_mask(pos, kc.shape[2], c.sliding_window[j], mask.dtype)
+            out.append((kc, vc, m, *rope_tables(pos, c.head_dim, c.rope_theta[j], dtype)))
+        return out
+
+    def forward(self, x, reads):
+        """x [B,T,H]; reads: prepare's per-layer tuples."""
         c = self.c
         B, T, _ = x.shape
         xn = self.attn_norm(x)
         outs = []
-        for j, (kc, vc) in enumerate(kv):
-            q = self.q_proj[j](xn).view(B, T, c.num_heads, c.head_dim).transpose(1, 2)
-            q = rope(q, pos, c.rope_theta[j])
-            m = mask
-            if c.sliding_window[j]:
-                m = m + window_mask(pos, kc.shape[2], c.sliding_window[j], mask.dtype)
+        for j, (kc, vc, m, cos, sin) in enumerate(reads):
+            q = rotate(self.q_proj[j](xn).view(B, T, c.num_heads, c.head_dim).transpose(1, 2), cos, sin)
             outs.append(attend(q, kc, vc, m, c.attn_scale).transpose(1, 2).reshape(B, T, -1))
         x = x + self.o_proj(torch.cat(outs, -1))
         xn = self.mlp_norm(x)
@@ -269,25 +276,39 @@ class CopyRead(nn.Module):
         ang = torch.arange(C, dtype=torch.float32)[:, None] * self.follow_freqs[None]
         return torch.cat([torch.cos(ang), torch.sin(ang)], -1)
 
-    def scores(self, xn, E, pos, emb, k=None, code=None, P=None):
-        """[B,n,T,C] match scores of each position j (before the successor shift). k [B,T,1]: the draft step - 1,
-        code [B,T,2F]: the last step's read-position code (zero at step 1), P: codes(C); all None without
+    def prepare(self, mask, v0, pos, ctx_rows=None):
+        """What the copy read's every draft step of a cycle shares (the cache's rows, their match with the rows at
+        pos-1 and pos-2, the masks, the recency penalty), computed once: mask [B|1,1,T,C] (keys < pos visible); v0
+        [B,KVH,D,C] layer 0's V cache; pos [T]; ctx_rows [B|1,M,dt]: the context ids' rows (see MTPHead.step)."""
+        C = v0.shape[-1]
+        E = unit_rms(v_rows(v0))  # [B,C,dt]
+        Ef = E.float()  # float32 once for the exact-match terms (a no-op when the cache is float32)
+        EfT = Ef.transpose(-1, -2)[:, None]  # [B,1,dt,C]
+        # the rows at pos-1 and pos-2, picked by a one-hot matmul (no gather in the graph)
+        back = pos.to(torch.float32)[:, None] - torch.arange(C, dtype=torch.float32)[None]  # [T,C] = pos - j
+        c1, c2 = [torch.matmul(torch.matmul((back == i).float()[None], Ef), Ef.transpose(-1, -2))[:, None] / self.dt
+                  for i in (1, 2)]  # [B,1,T,C] each: the rows at pos-1, pos-2 against every cached row
+        # j and j+1 both visible (j+1 < pos): the successor must be cached
+        m = mask.float()
+        # back - 1 = positions from j's successor to the newest cached token; masked positions are clamped, not used
+        bias = m + shift(m, -1, NEG_INF) - self.recency.float().exp()[None, :, None, None] * (back - 1).clamp(min=0)[None, None]
+        return {"E": E, "Et": E.transpose(-1, -2)[:, None], "EfT": EfT, "c1": c1, "c2": c2, "bias": bias,
+                "P": self.codes(C) if self.follow else None,
+                "ctx_rows": None if ctx_rows is None else ctx_rows.transpose(-1, -2)}
+
+    def scores(self, xn, emb, k, code, prep):
+        """[B,n,T,C] match scores of each position j (before the successor shift and the masks). k [B,T,1]: the draft
+        step - 1, code [B,T,2F]: the last step's read-position code (zero at step 1); both None without
         copy_follow."""
         B, T, _ = xn.shape
-        C = E.shape[1]
-        Et = E.transpose(-1, -2)[:, None]  # [B,1,dt,C]
         heads = lambda q: q.view(B, T, self.n, self.dt).transpose(1, 2)  # noqa: E731
         scale = self.dt ** -0.5
         w = self.match.float()[:, None, :, None, None]  # [3,1,n,1,1]
-        Ef = E.float()  # float32 once for the three exact-match terms (a no-op when the cache is float32)
         # the current token: cosine of its own row with every cached row
         qc = unit_rms(heads(self.q_cur(self.emb_norm(emb))).float())
-        s = w[0] * torch.matmul(qc, Ef.transpose(-1, -2)[:, None]) / self.dt
-        # the rows at pos-1 and pos-2, picked by a one-hot matmul (no gather in the graph)
-        back = pos.to(torch.float32)[:, None] - torch.arange(C, dtype=torch.float32)[None]  # [T,C] = pos - j
+        s = w[0] * torch.matmul(qc, prep["EfT"]) / self.dt
         g = torch.sigmoid(self.cached_gate(xn).float()).transpose(1, 2)  # [B,2n,T]
-        c1, c2 = [torch.matmul(torch.matmul((back == i).float()[None], Ef), Ef.transpose(-1, -2))[:, None] / self.dt
-                  for i in (1, 2)]  # [B,1,T,C] each: the rows at pos-1, pos-2 against every cached row
+        c1, c2 = prep["c1"], prep["c2"]
         prev = (c1, c2)  # as the previous and the previous-but-one token
         if self.follow:  # the step picks each cached row's role
             st = (k == torch.arange(self.row_w.shape[0], dtype=k.dtype)).float()  # [B,T,K] one-hot
@@ -295,27 +316,20 @@ class CopyRead(nn.Module):
             n = self.n
             prev = (cw[:, :n] * c1, cw[:, n : 2 * n] * c2 + cw[:, 2 * n :] * c1)
         for i, q in ((1, self.q_prev), (2, self.q_prev2)):
-            learned = torch.matmul(heads(q(xn)), Et).float() * scale
+            learned = torch.matmul(heads(q(xn)), prep["Et"]).float() * scale
             s = s + shift(learned + w[i] * g[:, (i - 1) * self.n : i * self.n, :, None] * prev[i - 1], i, 0.0)
         if self.follow:  # mean_f cos(w_f (r - j)): 1 at the last read position r, under 0.5 elsewhere
-            near = torch.matmul(code.float(), P.t())[:, None] / self.follow  # [B,1,T,C]
+            near = torch.matmul(code.float(), prep["P"].t())[:, None] / self.follow  # [B,1,T,C]
             s = s + self.follow_w.float()[None, :, None, None] * near
-        # back - 1 = positions from j's successor to the newest cached token; masked positions are clamped, not used
-        return s - self.recency.float().exp()[None, :, None, None] * (back - 1).clamp(min=0)[None, None]
+        return s
 
-    def forward(self, x, mask, v0, pos, emb, k=None, code=None, ctx_rows=None):
-        """x [B,T,H]; mask [B|1,1,T,C] (keys < pos visible); v0 [B,KVH,D,C]; pos [T]; emb [B,T,H] the current
-        token's embedding; k, code: see scores; ctx_rows [B|1,M,dt]: the context ids' rows (see MTPHead.step) ->
+    def forward(self, x, emb, k, code, prep):
+        """x [B,T,H]; emb [B,T,H] the current token's embedding; k, code: see scores; prep: prepare's ->
         (residual add [B,T,H], logits [B,T,N(+M)], this step's read-position code [B,T,2F] or None)."""
         B, T, _ = x.shape
-        C = v0.shape[-1]
-        E = unit_rms(v_rows(v0))  # [B,C,dt]
+        E = prep["E"]
         xn = self.norm(x)
-        P = self.codes(C) if self.follow else None  # once per step: scores and this step's code both use it
-        s = self.scores(xn, E, pos, emb, k, code, P)
-        # j and j+1 both visible (j+1 < pos): the successor must be cached
-        m = mask.float()
-        s = s + m + shift(m, -1, NEG_INF)
+        s = self.scores(xn, emb, k, code, prep) + prep["bias"]
         lse = torch.logsumexp(s, -1)  # [B,n,T]
         p = shift(torch.softmax(s, -1).to(E.dtype), 1, 0.0)  # weight on j moved to j+1
         a = torch.matmul(p, E[:, None])  # [B,n,T,dt]
@@ -329,8 +343,8 @@ class CopyRead(nn.Module):
         # used: the graph of a head without the sharpening stays as it was)
         strength = mix.float().norm(dim=-1, keepdim=True) * self.dt ** -0.5 + 1e-6 if self.exact else None
         ctx = None
-        if ctx_rows is not None:  # the context ids' pointer logits: the same read against their rows
-            ctx = torch.matmul(mix.to(ctx_rows.dtype), ctx_rows.transpose(-1, -2)) / self.dt
+        if prep["ctx_rows"] is not None:  # the context ids' pointer logits: the same read against their rows
+            ctx = torch.matmul(mix.to(prep["ctx_rows"].dtype), prep["ctx_rows"]) / self.dt
         if self.exact:
             # Layer 0's rows of a word's inflections are close (Gemma 3 270M: " buy" / " bought" cosine 0.80, " was" /
             # " were" 0.88, mean |cos| 0.25), so a read of " bought" scores " buy" only ~3 nats lower and the
@@ -343,7 +357,7 @@ class CopyRead(nn.Module):
                 ctx = ctx + bonus(ctx).to(ctx.dtype)
         if ctx is not None:
             logits = torch.cat([logits, ctx], -1)
-        out = torch.matmul(p.float().mean(1), P) if self.follow else None  # [B,T,2F], heads pooled
+        out = torch.matmul(p.float().mean(1), prep["P"]) if self.follow else None  # [B,T,2F], heads pooled
         return self.o_proj(a.transpose(1, 2).reshape(B, T, -1)), logits, out
 
     @torch.no_grad()
@@ -420,9 +434,10 @@ class MTPHead(nn.Module):
                 b.o_proj.weight.mul_(0.1)
                 b.down_proj.weight.mul_(0.1)
 
-    def step(self, x2, pos, mask, kv, ctx=None):
-        """x2 [B,T,2H] -> (draft-space logits [B,T,N+Nc(+M)], projected [B,T,H]). The drafter's own causality: keys
-        < pos. kv: the (K, V) pairs of self.kv_layers.
+    def prepare(self, pos, mask, kv, ctx=None):
+        """What every draft step of one cycle shares, computed once (a cycle's K steps all draft from the same
+        position over the same cache): pos [T], mask [B|1,1,T,C], kv the (K, V) pairs of self.kv_layers, ctx (see
+        step). The drafter's own causality: keys < pos.
 
         ctx: the context draft space, (emb [B|1,M,H], rows [B|1,M,dt] or None, mask [B|1,T|1,M] additive): M ids of
         the text so far that lie outside the draft space, with their embedding rows (unscaled: the LM-head rows of a
@@ -431,31 +446,40 @@ class MTPHead(nn.Module):
         have: those rows on the head's output plus the copy read's pointer logit. A copied token is often a rare one
         (a name, a number): 12% of the benchmark's rewrite and summarize positions had a label outside Gemma's 4,096-id
         draft vocabulary, and most of those labels occur earlier in the text (notes/PERF.md)."""
-        H = self.c.hidden_size
         C = kv[0][1].shape[-1]
+        stale = torch.arange(C, dtype=torch.int32)[None, :] >= pos[:, None].to(torch.int32)
+        mask = mask + torch.where(stale, torch.tensor(NEG_INF), torch.tensor(0.0))[None, None]
+        n = len(self.c.read_layers)
+        prep = {"reads": HeadBlock.prepare(self.c, pos, mask, kv[:n], self.fc.weight.dtype), "copy": None,
+                "ctx": None if ctx is None else (ctx[0].transpose(-1, -2), ctx[2])}
+        if self.copy is not None:
+            v0 = kv[n][1] if len(kv) > n else kv[self.c.read_layers.index(0)][1]
+            prep["copy"] = self.copy.prepare(mask, v0, pos, None if ctx is None else ctx[1])
+        return prep
+
+    def step(self, x2, prep):
+        """x2 [B,T,2H], prep: prepare's -> (draft-space logits [B,T,N+Nc(+M)], projected [B,T,H])."""
+        H = self.c.hidden_size
         emb, act = x2[..., :H], x2[..., H:]
         k = code = None
         if self.slot:
             act, k, code = self.unpack(act)
-        stale = torch.arange(C, dtype=torch.int32)[None, :] >= pos[:, None].to(torch.int32)
-        mask = mask + torch.where(stale, torch.tensor(NEG_INF), torch.tensor(0.0))[None, None]
         x = self.fc(torch.cat([self.emb_norm(emb), self.hid_norm(act)], -1))
-        n = len(self.c.read_layers)
         for b in self.blocks:
-            x = b(x, pos, mask, kv[:n])
+            x = b(x, prep["reads"])
         if self.copy is None:
             a = self.out_norm(x)
             d, ptr_ctx, carried = self.draft_head(a), 0.0, a
         else:
-            v0 = kv[n][1] if len(kv) > n else kv[self.c.read_layers.index(0)][1]
-            add, ptr, out = self.copy(x, mask, v0, pos, emb, k, code, None if ctx is None else ctx[1])
+            add, ptr, out = self.copy(x, emb, k, code, prep["copy"])
             a = self.out_norm(x + add)
             lm = self.draft_head(a)
             N = self.space
             d = lm + ptr[..., :N]
             ptr_ctx, carried = ptr[..., N:], (self.pack(a, k, out) if self.slot else a)
-        if ctx is not None:  # the context ids: their embedding rows on the head's output, plus their pointer logits
-            d = torch.cat([d, torch.matmul(a, ctx[0].transpose(-1, -2)) + ptr_ctx + ctx[2]], -1)
+        if prep["ctx"] is not None:  # the context ids: their embedding rows on the head's output, plus their pointer logits
+            embT, cmask = prep["ctx"]
+            d = torch.cat([d, torch.matmul(a, embT) + ptr_ctx + cmask], -1)
         return d.float(), carried
 
     def full_logits(self, draft_logits):
@@ -472,7 +496,7 @@ class MTPHead(nn.Module):
 
     def forward(self, activations, input_pos, mask, kv):
         """The exported signature: logits over the full vocabulary and projected_activations."""
-        d, a = self.step(activations, input_pos, mask, kv)
+        d, a = self.step(activations, self.prepare(input_pos, mask, kv))
         return self.full_logits(d), a
 
 

@@ -31,8 +31,8 @@ def probe(bb, head, rows, batch=8):
         toks, ok, act, y, emb = f["tokens"], f["ok"], f["act"], f["labels"], f["emb"]
         B, L = toks.shape
         idx = torch.arange(1, L)
-        d, _ = head.step(torch.cat([emb[:, idx], act[:, :-1]], -1), torch.arange(1, L, dtype=torch.int32),
-                         key_mask(ok, L), f["kv"])
+        prep = head.prepare(torch.arange(1, L, dtype=torch.int32), key_mask(ok, L), f["kv"])
+        d, _ = head.step(torch.cat([emb[:, idx], act[:, :-1]], -1), prep)
         pred = head.draft_ids_t[d.argmax(-1)]
         for b, r in enumerate(rs):
             off = L - len(r["tokens"])

@@ -744,8 +744,9 @@ def test_trigram_pointer_starts_as_prompt_lookup(spec):
                 continue
             pos = torch.tensor([P], dtype=torch.int32)
             with torch.no_grad():
-                _, ptr, _ = head.copy(torch.randn(1, 1, c.hidden_size, generator=g), causal_mask(pos - 1, len(seq)), v0,
-                                      pos, f["emb"][:, P : P + 1], *first_step(head))
+                prep = head.copy.prepare(causal_mask(pos - 1, len(seq)), v0, pos)
+                _, ptr, _ = head.copy(torch.randn(1, 1, c.hidden_size, generator=g), f["emb"][:, P : P + 1],
+                                      *first_step(head), prep)
             n += 1
             agree += ids[int(ptr[0, 0].argmax())] == want[0]
     assert n >= 20 and agree == n, (agree, n)
@@ -783,7 +784,8 @@ def test_copy_exact_raises_the_token_read_exactly_and_nothing_far_from_it():
                 continue
             pos = torch.tensor([P], dtype=torch.int32)
             x = torch.randn(1, 1, c.hidden_size, generator=g)
-            args = (x, causal_mask(pos - 1, len(seq)), f["kv"][0][1], pos, f["emb"][:, P : P + 1], *first_step(head))
+            args = (x, f["emb"][:, P : P + 1], *first_step(head), head.copy.prepare(causal_mask(pos - 1, len(seq)),
+                                                                                      f["kv"][0][1], pos))
             with torch.no_grad():
                 base, up = head.copy(*args)[1][0, 0], sharp.copy(*args)[1][0, 0]
             d = up - base
@@ -881,8 +883,9 @@ def test_follow_pointer_drafts_lookups_continuation(spec, draft, context):
             ctx = context_of(head, f, pos)[0] if context else None
             space = ids[:draft] + f["ctx_ids"][0].tolist() if context else ids
             with torch.no_grad():
+                prep = head.prepare(pos, torch.zeros(1, 1, 1, L), f["kv"], ctx)
                 for _ in range(3):
-                    d, proj = head.step(x2, pos, torch.zeros(1, 1, 1, L), f["kv"], ctx)
+                    d, proj = head.step(x2, prep)
                     got.append(space[int(d[0, 0].argmax())])
                     x2 = torch.cat([bb.model.embed(torch.tensor([[got[-1]]])).float(), proj], -1)
             n += 1

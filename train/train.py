@@ -165,6 +165,7 @@ def rollout_loss(head, f, K):
     total, count = sum(p.sum() * 0.0 for p in head.parameters()), 0
     accepted = torch.zeros(B, L - 1)
     ctx, seen = context_of(head, f, pos) or (None, None)
+    prep = head.prepare(pos, km, f["kv"], ctx)
     for k in range(1, K + 1):
         idx = torch.arange(1, L) + (k - 1)
         inb = idx < L
@@ -172,7 +173,7 @@ def rollout_loss(head, f, K):
         if k > 1:  # the fed token must equal the backbone's greedy choice, else drafting would have stopped
             valid = valid & inb & (toks[:, idx] == y[:, idx - 1])
         x2 = torch.cat([emb[:, idx], h], -1)
-        d, h = head.step(x2, pos, km, f["kv"], ctx)
+        d, h = head.step(x2, prep)
         yk = y[:, idx]
         tgt = head.vocab_map[yk.clamp(min=0)].long()
         tgt = torch.where(tgt >= head.space, d.shape[-1], tgt)  # outside the draft space: no draft can be right
