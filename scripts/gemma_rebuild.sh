@@ -7,6 +7,9 @@
 #   scripts/gemma_rebuild.sh              (TRAIN_MIN=55 NAME=rebuild by default: ~70 min on a 2-core box; with the
 #   default read layers one epoch of the corpus takes ~43 min and held-out τ stops rising after it, notes/PERF.md)
 set -euo pipefail
+# the benchmark prompts are read after training: a missing ../shared/prompts/tasks.jsonl fails here, not an hour in
+python -c "import sys; from mtplite.errors import run_main; from mtplite.data.benchmark import default_prompts as d, \
+load_prompts as l; sys.exit(run_main(lambda: l(d()) and None, 'gemma_rebuild.sh'))"
 NAME=${NAME:-rebuild}; TRAIN_MIN=${TRAIN_MIN:-55}
 E=${MTPLITE_CACHE:-$HOME/.cache/mtplite}/experiments/$NAME
 R=results/gemma3-270m/experiments/$NAME

@@ -5,8 +5,9 @@ so that no weight block is all zero: XNNPACK refuses an int4 block of scale 0), 
 graph alone, quantizes it, and times it against the backbone's int8 `decode` in alternating rounds, all in one
 process (so the ratios are side by side). The cost of a graph does not depend on what its weights learned.
 
-Variant keys: name, read (read layers), vocab (draft vocabulary size), copy (pointer heads), K, C (cache length),
-quant (head recipe), threads, ablate ("attention": the read layers' attention over the cache returns its query).
+Variant keys: name, read (read layers), vocab (draft vocabulary size), copy (pointer heads), exact (copy_exact nats),
+K, C (cache length), quant (head recipe), threads, ablate ("attention": the read layers' attention over the cache
+returns its query).
 
   python scripts/probes/head_cost.py OUT_DIR '[{"name": "default"}, {"name": "last2", "read": [16, 17]}]'
       [--backbone gemma3-270m] [--rounds 80] [--json OUT]
@@ -42,6 +43,7 @@ def build(dec, v, out, C, M):
     torch.manual_seed(0)
     hc = HM.head_config(dec.c, list(range(1000, 1000 + v.get("vocab", 4096))), K=v.get("K", 3),
                         read_layers=v.get("read"), copy_heads=v.get("copy", 2), context=M)
+    hc.copy_exact = float(v.get("exact", 0.0))
     head = HM.MTPHead(hc)
     head.init_from_backbone(dec)
     with torch.no_grad():
