@@ -86,11 +86,15 @@ def check_context(n, flag="--context"):
 
 
 def check_copy_heads(n, flag="--copy-heads"):
-    """The pointer-head count a command takes; the same bound head.json is checked against on load."""
+    """The pointer-head count a command takes (the same bound head.json is checked against on load). One head is
+    refused before training, not after it: its drafter graph does not convert (the LiteRT converter folds the
+    one-head score matmul into a 'tfl.batch_matmul' of invalid output rank; measured with litert-torch 0.10)."""
     from mtplite.errors import UserError
 
     if not 0 <= n <= MAX_COPY_HEADS:
         raise UserError(f"{flag} {n}: use 0 (none) to {MAX_COPY_HEADS}")
+    if n == 1:
+        raise UserError(f"{flag} 1: a one-head copy read does not convert to LiteRT; use 2 (the default) or 0")
 
 
 def default_read_layers(c):

@@ -30,7 +30,7 @@ def _copy_exact(text, copy_heads):
     if not 0 <= x <= 64:
         raise UserError(f"--copy-exact {text}: use 0-64 nats (auto picks one on the held-out rows)")
     if x and not copy_heads:
-        raise UserError(f"--copy-exact {text}: the bonus sharpens the copy read; train with --copy-heads 1 or more")
+        raise UserError(f"--copy-exact {text}: the bonus sharpens the copy read; train with --copy-heads 2")
     return x
 
 
@@ -212,7 +212,7 @@ def _stopper(bb, stops):
 def cmd_export(a):
     from mtplite.errors import UserError
     from mtplite.export.export import export, load_standalone
-    from mtplite.model.head import load_head
+    from mtplite.model.head import check_copy_heads, load_head
     from mtplite.model.load import load_backbone
     from mtplite.quantize.quantize import parse_recipe, quantizer
 
@@ -226,6 +226,7 @@ def cmd_export(a):
     quantize = quantizer(parse_recipe(a.quant), log)
     bb = load_backbone(a.backbone)
     head, doc = load_head(a.head, bb.fingerprint)
+    check_copy_heads(head.c.copy_heads, f"{a.head}/head.json: copy_heads")
     man = export(bb, head, doc, a.out, cache_len=a.cache_length, prefill_lengths=prefill, quantize=quantize,
                  progress=log, standalone=load_standalone(a.head, bb))
     print(json.dumps({"out": a.out, "litertlm_bytes": man["litertlm_bytes"], "file_bytes": man["file_bytes"],

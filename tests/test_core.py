@@ -255,6 +255,21 @@ def test_train_echo_distills_framed_continuations_into_the_same_cache(tmp_path):
     assert doc2["val_templates"] == doc["val_templates"]
 
 
+def test_export_refuses_a_one_head_copy_read_in_one_line(tmp_path):
+    """A head.json with copy_heads 1 (the converter cannot lower its drafter graph) is a one-line error from
+    export, before any conversion, naming the file and the fix."""
+    from mtplite.model.head import MTPHead, head_config, save_head
+    from mtplite.model.load import load_backbone
+
+    bb = load_backbone("tiny:llama")
+    head = MTPHead(head_config(bb.model.c, list(range(3, 64)), K=2, copy_heads=1))
+    save_head(head, tmp_path / "h", {"backbone_fingerprint": bb.fingerprint})
+    msg = _one_line_error(*_cli("export", "--backbone", "tiny:llama", "--head", str(tmp_path / "h"), "--out",
+                                str(tmp_path / "out"))[::2])
+    assert "head.json: copy_heads 1" in msg and "use 2" in msg, msg
+    assert not (tmp_path / "out").exists()
+
+
 def test_cli_bad_inputs(tmp_path):
     bb, head, *_ = trained("tiny:gemma3")
     from mtplite.model.head import save_head
@@ -286,8 +301,11 @@ def test_cli_bad_inputs(tmp_path):
     msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"),
                                 "--copy-heads", "9")[::2])
     assert "--copy-heads 9" in msg
+    msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"),
+                                "--copy-heads", "1")[::2])
+    assert "--copy-heads 1" in msg and "does not convert" in msg
     for bad, want in ((["--copy-exact", "lots"], "--copy-exact lots"), (["--copy-exact", "99"], "0-64 nats"),
-                      (["--copy-exact", "2", "--copy-heads", "0"], "--copy-heads 1")):
+                      (["--copy-exact", "2", "--copy-heads", "0"], "--copy-heads 2")):
         msg = _one_line_error(*_cli("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "x"), *bad)[::2])
         assert want in msg, msg
     if not torch.cuda.is_available():
