@@ -295,7 +295,8 @@ class CopyRead(nn.Module):
         # j and j+1 both visible (j+1 < pos): the successor must be cached
         m = mask.float()
         # back - 1 = positions from j's successor to the newest cached token; masked positions are clamped, not used
-        bias = m + shift(m, -1, NEG_INF) - self.recency.float().exp()[None, :, None, None] * (back - 1).clamp(min=0)[None, None]
+        recency = self.recency.float().exp()[None, :, None, None] * (back - 1).clamp(min=0)[None, None]
+        bias = m + shift(m, -1, NEG_INF) - recency
         return {"E": E, "Et": E.transpose(-1, -2)[:, None], "EfT": EfT, "c1": c1, "c2": c2, "bias": bias,
                 "P": self.codes(C) if self.follow else None,
                 "ctx_rows": None if ctx_rows is None else ctx_rows.transpose(-1, -2)}
@@ -481,7 +482,7 @@ class MTPHead(nn.Module):
             N = self.space
             d = lm + ptr[..., :N]
             ptr_ctx, carried = ptr[..., N:], (self.pack(a, k, out) if self.slot else a)
-        if prep["ctx"] is not None:  # the context ids: their embedding rows on the head's output, plus their pointer logits
+        if prep["ctx"] is not None:  # the context ids: their embedding rows on the head's output + pointer logits
             embT, cmask = prep["ctx"]
             d = torch.cat([d, torch.matmul(a, embT) + ptr_ctx + cmask], -1)
         return d.float(), carried

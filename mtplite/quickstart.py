@@ -37,7 +37,8 @@ def cmd_quickstart(a):
     quick = a.quick
     check_copy_heads(a.copy_heads)
     check_echo(a.echo)
-    prompts = load_prompts(a.prompts or default_prompts())  # the bench reads them last: a missing file fails now, not after training
+    # the bench reads the prompts last: a missing file fails now, not after training
+    prompts = load_prompts(a.prompts or default_prompts())
     budget = a.budget_minutes or (2.5 if quick else 45)  # --quick: export int8 alone takes ~5.6 min here
     root = Path(a.dir) if a.dir else cache_dir() / "quickstart" / (a.backbone.replace(":", "-").replace("/", "_")
                                                                       + ("-quick" if quick else ""))
