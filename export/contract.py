@@ -16,7 +16,7 @@ DTYPES = {0: "float32", 1: "float16", 2: "int32", 3: "uint8", 4: "int64", 6: "bo
 FORMAT_VERSION = 1
 # The manifest's drafting settings (written by `mtplite calibrate`, read by the runtimes):
 DRAFTS = ("mtp", "hybrid", "lookup")  # settings.draft: who drafts (also `generate --draft`), or "off" for none
-DRAFT_K = "mtp_draft_k"  # drafter_ctx.tflite's one signature: all K head steps in one call (export/graphs.py)
+DRAFT_K = "mtp_draft_k"  # drafter_ctx.tflite's: all K head steps in one call (export/graphs.py); see draft_k_windows
 HYBRID_NGRAMS = (1, 2, 3)  # settings.hybrid_min_ngram: the shortest lookup match hybrid copies (at most 3 tokens)
 HYBRID_MIN_NGRAM = 1  # where the bundle holds no measured choice
 
@@ -147,6 +147,21 @@ def check(manifest_path):
     return man, sigs
 
 
+def draft_k_windows(C):
+    """drafter_ctx also holds mtp_draft_k_<W> for these W: the same graph over the cache's first W slots only. A draft
+    at pos reads slots < pos, so up to pos = W it is the same computation, without attending over the C - W slots
+    that hold no token yet (notes/PERF.md, Session 37)."""
+    return [C // 8, C // 4, C // 2] if C >= 128 else []
+
+
+def draft_k_signature(names, pos):
+    """The mtp_draft_k signature of `names` (drafter_ctx's) to run for a draft at `pos`: the narrowest window that
+    holds every slot the draft reads, else the full graph."""
+    fit = [int(n[len(DRAFT_K) + 1:]) for n in names if n.startswith(DRAFT_K + "_") and n[len(DRAFT_K) + 1:].isdigit()]
+    fit = [w for w in fit if pos <= w]
+    return f"{DRAFT_K}_{min(fit)}" if fit else DRAFT_K
+
+
 def check_context(sig, kv_ref, m, where):
     """drafter_ctx.tflite (the context draft space, our runtime only) against the manifest and the backbone's KV."""
     cd = m["context_drafter"]
@@ -160,6 +175,10 @@ def check_context(sig, kv_ref, m, where):
                                  ("outputs", "projected_activations"): [1, 1, H]}, where, cd["file"])
     if d["outputs"]["draft_ids"]["dtype"] != "int32" or d["inputs"]["context_ids"]["dtype"] != "int32":
         raise UserError(f"{where}: {cd['file']}: draft_ids and context_ids must be int32; re-export")
+    for name in sig:  # the windowed variants bind the very same buffers
+        if name.startswith(DRAFT_K + "_") and sig[name] != d:
+            raise UserError(f"{where}: {cd['file']}: signature '{name}' has other inputs or outputs than '{DRAFT_K}'; "
+                            "re-export")
 
 
 def check_drafter_io(d, kv_ref, expect, where, label="drafter"):

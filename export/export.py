@@ -17,7 +17,7 @@ from mtplite.errors import UserError
 from mtplite.export import graphs as G
 from mtplite.export.bundle import (build_litertlm, bundle_identity, context_manifest, head_fingerprint,
                                    llm_metadata, make_manifest, write_bench_prompts, write_tokenizer)
-from mtplite.export.contract import DRAFT_K, check_contract, read_tflite
+from mtplite.export.contract import DRAFT_K, check_contract, draft_k_windows, read_tflite
 from mtplite.export.exactness import probe_file
 
 
@@ -52,8 +52,10 @@ def export_graphs(backbone, head, tmp, cache_len, prefill_lengths, K, progress=p
     _convert([("mtp_drafter", G.DrafterGraph(head), G.drafter_sample(c, head.c, cache_len))], tmp / "drafter.tflite")
     if context:
         progress(f"converting the K-step drafter with the context draft space ({DRAFT_K}, {context} ids)")
-        _convert([(DRAFT_K, G.DraftKGraph(head, dec), G.drafter_ctx_sample(c, head.c, cache_len, context))],
-                 tmp / "drafter_ctx.tflite")
+        sample = G.drafter_ctx_sample(c, head.c, cache_len, context)
+        sigs = [(DRAFT_K, G.DraftKGraph(head, dec), sample)]
+        sigs += [(f"{DRAFT_K}_{w}", G.DraftKGraph(head, dec, w), sample) for w in draft_k_windows(cache_len)]
+        _convert(sigs, tmp / "drafter_ctx.tflite")
     return time.time() - t0
 
 

@@ -12,6 +12,7 @@ The names are the interface between Python, the bundle and Kotlin; they are defi
              context_rows [1,M,KVH*D] (with the copy read)
              -> draft_ids [1,K] i32, draft_probs [1,K] (each draft's softmax probability over the space, for the
                 confidence gate), projected_activations [1,1,H] (the last step's)
+             mtp_draft_k_<W>: the same over the cache's first W slots (contract.draft_k_windows), same I/O
 """
 import torch
 from torch import nn
@@ -70,9 +71,9 @@ class DraftKGraph(nn.Module):
     runtime samples: verify samples every row with plain sampling's u_t, so any drafts keep the output exact, and
     argmax drafts were accepted more often than coupled ones (notes/PERF.md, Session 29)."""
 
-    def __init__(self, head, dec):
+    def __init__(self, head, dec, window=None):
         super().__init__()
-        self.head = head
+        self.head, self.window = head, window
         ids = head.draft_ids_t
         with torch.no_grad():  # the draft space's embedding rows as the embedder scales them (the next step's input)
             self.register_buffer("space_emb", dec.embed(ids[None])[0].float().clone())
@@ -81,6 +82,10 @@ class DraftKGraph(nn.Module):
 
     def forward(self, activations, input_pos, mask, context_emb, context_mask, context_ids, context_rows=None, **kv):
         reads = [(kv.get(k_name(i)), kv[v_name(i)]) for i in self.head.kv_layers]
+        if self.window:  # the first `window` slots only (the cache is linear: slot = position): draft_k_windows
+            W = self.window
+            reads = [(None if k is None else k[:, :, :W], v[..., :W]) for k, v in reads]
+            mask = mask[..., :W]
         ctx = (context_emb, context_rows, context_mask)
         table = torch.cat([self.space_emb, context_emb[0] * self.scale], 0)  # [S+M,H]
         ids = torch.cat([self.space_ids, context_ids[0]])  # [S+M]

@@ -114,16 +114,17 @@ def config_from_hf(cfg) -> DecoderConfig:
 
 
 class RMSNorm(nn.Module):
-    def __init__(self, dim, eps, offset):
+    def __init__(self, dim, eps, offset, rows=True):
         super().__init__()
         self.weight = nn.Parameter(torch.zeros(dim) if offset else torch.ones(dim))
-        self.eps, self.offset = eps, offset
+        self.eps, self.offset, self.rows = eps, offset, rows
 
     def forward(self, x):
         # Normalized as rows [N, dim]: XNNPACK then rounds a row the same whatever the number of rows, so the exported
         # decode (1 row) and verify (K+1 rows) agree bit for bit (scripts/probes/decode_vs_verify.py; with the
-        # [1, T, dim] form, one Gemma layer in three flipped a bit after a fully-connected op).
-        xf = x.float().reshape(-1, x.shape[-1])
+        # [1, T, dim] form, one Gemma layer in three flipped a bit after a fully-connected op). rows=False keeps the
+        # input's shape (see HeadBlock's attn_norm).
+        xf = x.float().reshape(-1, x.shape[-1]) if self.rows else x.float()
         xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
         w = self.weight.float() + 1.0 if self.offset else self.weight.float()
         return (xf * w).to(x.dtype).reshape(x.shape)

@@ -136,7 +136,9 @@ class HeadBlock(nn.Module):
         super().__init__()
         H, nh, d = c.hidden_size, c.num_heads, c.head_dim
         self.c = c
-        self.attn_norm = RMSNorm(H, c.rms_eps, False)
+        # in the input's shape: after a row norm the converter duplicated the fully-connected op before it (MTPHead.fc,
+        # whose output the residual also reads), reading its weights twice per draft step
+        self.attn_norm = RMSNorm(H, c.rms_eps, False, rows=False)
         self.q_proj = nn.ModuleList([nn.Linear(H, nh * d, bias=False) for _ in c.read_layers])
         self.o_proj = nn.Linear(nh * d * len(c.read_layers), H, bias=False)
         self.mlp_norm = RMSNorm(H, c.rms_eps, False)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from mtplite.errors import UserError
-from mtplite.export.contract import DRAFT_K
+from mtplite.export.contract import DRAFT_K, draft_k_signature
 from mtplite.model.decoder import NEG_INF
 from mtplite.model.sampling import Sampler
 from mtplite.paths import cache_dir
@@ -272,7 +272,8 @@ class Bundle:
         ins["input_pos"].write(np.array([pos], np.int32))
         ins["mask"].write(_mask([pos], self.C).reshape(-1))
         ins["activations"].write(np.concatenate([self.embed([tok])[0], np.asarray(act, np.float32)]))
-        self.models["drafter_ctx"].run_by_name(DRAFT_K, {**ins, **self.cx_kv}, outs)
+        sig = draft_k_signature(self.sigs["drafter_ctx"], pos)  # its windows bind the same buffers
+        self.models["drafter_ctx"].run_by_name(sig, {**ins, **self.cx_kv}, outs)
         return outs["draft_ids"].read(self.K, np.int32).tolist(), outs["draft_probs"].read(self.K, np.float32).tolist()
 
     def draft_steps(self, tok, act, pos, k):

@@ -6,6 +6,7 @@
 # exports, QAT, the standalone drafter, sampling, soak) keep their committed JSON; scripts/gemma_results.sh redoes all.
 #   scripts/gemma_rebuild.sh              (TRAIN_MIN=55 NAME=rebuild by default: ~70 min on a 2-core box; with the
 #   default read layers one epoch of the corpus takes ~43 min and held-out τ stops rising after it, notes/PERF.md)
+#   HEAD=DIR NAME=... scripts/gemma_rebuild.sh   (export and measure DIR's head instead of training one)
 set -euo pipefail
 # the benchmark prompts are read after training: a missing ../shared/prompts/tasks.jsonl fails here, not an hour in
 python -c "import sys; from mtplite.errors import run_main; from mtplite.data.benchmark import default_prompts as d, \
@@ -17,7 +18,11 @@ mkdir -p "$E" "$R"
 STAGES=()
 t=$SECONDS
 stage() { STAGES+=("$1=$((SECONDS - t))"); t=$SECONDS; }
-mtplite train --backbone gemma3-270m --data corpora/gemma3-270m --budget-minutes "$TRAIN_MIN" --out "$E/head"
+if [ -n "${HEAD:-}" ]; then  # re-measure a head already rebuilt (e.g. after an export change): no training
+  mkdir -p "$E/head" && cp "$HEAD/head.json" "$HEAD/head.safetensors" "$E/head/"
+else
+  mtplite train --backbone gemma3-270m --data corpora/gemma3-270m --budget-minutes "$TRAIN_MIN" --out "$E/head"
+fi
 stage train
 mtplite export --backbone gemma3-270m --head "$E/head" --out "$E/bundle-int8" --quant int8
 stage export
@@ -32,7 +37,8 @@ python - "$R" "$TRAIN_MIN" "${STAGES[@]}" <<'PY'
 import json, os, sys, tempfile
 r, train_min, stages = sys.argv[1], float(sys.argv[2]), dict(s.split("=") for s in sys.argv[3:])
 rec = {"train_budget_minutes": train_min, "minutes": {k: round(int(v) / 60, 1) for k, v in stages.items()},
-       "total_minutes": round(sum(int(v) for v in stages.values()) / 60, 1), "cpu_count": os.cpu_count()}
+       "total_minutes": round(sum(int(v) for v in stages.values()) / 60, 1), "cpu_count": os.cpu_count(),
+       "head_from": os.environ.get("HEAD") or None}
 fd, tmp = tempfile.mkstemp(dir=r)
 with os.fdopen(fd, "w") as f:
     json.dump(rec, f, indent=1)

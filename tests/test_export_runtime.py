@@ -147,6 +147,56 @@ def test_k_step_drafter_with_copy_read_equals_torch(tmp_path):
         varied += sum(len(set(c["drafted"])) > 1 for c in lite["trace"])
     assert varied > 0
     assert b.record_probs and all(len(q) == 3 and all(0 < x <= 1 for x in q) for q in b.record_probs)
+    # the windowed signatures (the cache's first W slots) draft what the full graph drafts wherever pos <= W
+    from mtplite.export.contract import DRAFT_K, draft_k_signature, draft_k_windows
+    from mtplite.runtime.litert import _mask
+
+    assert sorted(b.sigs["drafter_ctx"]) == sorted([DRAFT_K] + [f"{DRAFT_K}_{w}" for w in draft_k_windows(C)])
+    assert draft_k_signature(b.sigs["drafter_ctx"], 20) == f"{DRAFT_K}_32"  # C = 128: windows 16, 32, 64
+    ids = bb.encode(PROMPTS[0] + " " + PROMPTS[1] + " " + PROMPTS[2])[:64]
+    b.reset()
+    b.prefill(ids[:-1], 0)
+    t, act = b.decode(ids[-1], len(ids) - 1)
+    dr, checked = b.models["drafter_ctx"], 0
+    for pos in (3, 16, 17, 32, 33, 64, 65):
+        b.context_space(pos)
+        got = {}
+        for sig in [DRAFT_K] + [f"{DRAFT_K}_{w}" for w in draft_k_windows(C) if pos <= w]:
+            b.cx_in["input_pos"].write(np.array([pos], np.int32))
+            b.cx_in["mask"].write(_mask([pos], C).reshape(-1))
+            b.cx_in["activations"].write(np.concatenate([b.embed([t])[0], np.asarray(act, np.float32)]))
+            dr.run_by_name(sig, {**b.cx_in, **b.cx_kv}, b.cx_out)
+            got[sig] = [b.cx_out[n].read(k, dt) for n, k, dt in (("draft_ids", 3, np.int32), ("draft_probs", 3, np.float32),
+                                                                   ("projected_activations", bb.model.c.hidden_size, np.float32))]
+        for sig, (i, pr, a) in got.items():
+            assert i.tolist() == got[DRAFT_K][0].tolist(), (pos, sig)
+            np.testing.assert_allclose(pr, got[DRAFT_K][1], rtol=1e-4, atol=1e-5)
+            np.testing.assert_allclose(a, got[DRAFT_K][2], rtol=1e-4, atol=1e-4)
+            checked += sig != DRAFT_K
+    assert checked == 3 + 3 + 2 + 2 + 1 + 1
+
+
+@pytest.mark.parametrize("spec", ["tiny:gemma3", "tiny:qwen3"])
+def test_k_step_drafter_reads_each_weight_once_per_step(spec):
+    """Every draft step of mtp_draft_k (and of each window) runs each weight matrix in one fully-connected op: the
+    converter once duplicated the head's input projection (one copy per consumer's shape), so that its weights were
+    read twice per step (0.90x the graph's time without the copy; notes/PERF.md, Session 37)."""
+    from collections import Counter
+
+    from ai_edge_litert import schema_py_generated as S
+
+    m = S.Model.GetRootAsModel(bytearray((bundle(spec) / "android" / "drafter_ctx.tflite").read_bytes()), 0)
+    fc = next(i for i in range(m.OperatorCodesLength()) if m.OperatorCodes(i).BuiltinCode() == S.BuiltinOperator.FULLY_CONNECTED)
+    assert m.SignatureDefsLength() == 4  # C = 128: the full graph and windows 16, 32, 64
+    for s in range(m.SignatureDefsLength()):
+        sub = m.Subgraphs(m.SignatureDefs(s).SubgraphIndex())
+        uses = Counter()
+        for j in range(sub.OperatorsLength()):
+            op = sub.Operators(j)
+            w = sub.Tensors(op.Inputs(1)) if op.OpcodeIndex() == fc else None
+            if w is not None and m.Buffers(w.Buffer()).DataLength() > 0:  # a constant weight matrix
+                uses[w.Buffer()] += 1
+        assert len(uses) >= 7 and max(uses.values()) == 3, (m.SignatureDefs(s).SignatureKey(), sorted(uses.values()))
 
 
 def test_zero_copy_shared_kv():

@@ -150,6 +150,8 @@ def write_manifest_fixtures(dirpath):
         "context-drafts": (mut(lambda m: _ctx_io(m)["outputs"]["draft_ids"].update(shape=[1, 7])), "draft_ids"),
         "context-ids-dtype": (mut(lambda m: _ctx_io(m)["inputs"]["context_ids"].update(dtype="float32")), "int32"),
         "context-kv": (mut(lambda m: _ctx_io(m)["inputs"][kv].update(shape=[1, 1, 64, 16])), kv),
+        "context-window-io": (mut(lambda m: m["context_drafter"]["signatures"]["mtp_draft_k_32"]["outputs"]["draft_ids"]
+                                  .update(shape=[1, 2])), "mtp_draft_k_32"),
         "context-no-kv": (mut(lambda m: [_ctx_io(m)["inputs"].pop(n) for n in list(_ctx_io(m)["inputs"]) if n.startswith("kv")]),
                           "reads no kv_cache"),
     }

@@ -198,7 +198,7 @@ class LiteRtBundle(private val dir: File, val man: Manifest, private val acceler
         ins.getValue("input_pos").writeInt(intArrayOf(pos))
         ins.getValue("mask").writeFloat(FloatArray(c) { if (it <= pos) 0f else NEG_INF })
         ins.getValue("activations").writeFloat(embed(intArrayOf(token))[0] + activation)
-        d.run(ins + reads, outs, DRAFT_K)
+        d.run(ins + reads, outs, man.context!!.signatureAt(pos))  // its windows bind the same buffers
         return gate.drafts(outs.getValue("draft_ids").readInt(), outs.getValue("draft_probs").readFloat())?.copyOf(k)
     }
 

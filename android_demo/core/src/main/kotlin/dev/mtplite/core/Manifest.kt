@@ -33,12 +33,22 @@ data class Manifest(
 /** manifest.context_drafter: the graph that drafts all K tokens in one call ([DRAFT_K]), also the text's own ids
  * outside the draft space (ContextSpace). */
 data class ContextDrafter(val file: String, val maxIds: Int, val spaceIds: IntArray, val embedScale: Float,
-                          val copyRows: Boolean, val signature: Signature)
+                          val copyRows: Boolean, val signature: Signature,
+                          val windowSignatures: Map<Int, Signature> = emptyMap()) {
+    val windows: List<Int> get() = windowSignatures.keys.sorted()
+    /** The signature to run for a draft at [pos]: as mtplite.export.contract.draft_k_signature. */
+    fun signatureAt(pos: Int) = draftKSignature(windows, pos)
+}
 
 const val FORMAT_VERSION = 1L
 
 /** drafter_ctx.tflite's signature, as mtplite.export.contract.DRAFT_K. */
 const val DRAFT_K = "mtp_draft_k"
+
+/** mtp_draft_k_<W> runs the same graph over the cache's first W slots; a draft at pos reads slots < pos, so the
+ * narrowest window with pos <= W gives the same drafts for less work (notes/PERF.md, Session 37). */
+fun draftKSignature(windows: Collection<Int>, pos: Int): String =
+    windows.filter { pos <= it }.minOrNull()?.let { "${DRAFT_K}_$it" } ?: DRAFT_K
 
 private fun fail(where: String, msg: String): Nothing = throw ManifestError("$where: $msg")
 
@@ -136,9 +146,13 @@ private fun parseContext(x: Any?, vocab: Int, where: String): ContextDrafter {
     if (ids == null || ids.isEmpty() || ids.any { it < 0 || it >= vocab }) fail(where, "context_drafter.space_ids must be token ids < vocab_size")
     val scale = when (val e = cd["embed_scale"]) { is Double -> e; is Long -> e.toDouble(); else -> -1.0 }
     if (scale <= 0) fail(where, "context_drafter.embed_scale = ${cd["embed_scale"]} must be a positive number")
-    val sig = (cd["signatures"] as? Map<*, *>)?.get(DRAFT_K) ?: fail(where, "context_drafter.signatures lacks '$DRAFT_K'; re-run `mtplite export`")
+    val lacks = "context_drafter.signatures lacks '$DRAFT_K'; re-run `mtplite export`"
+    val sigs = cd["signatures"] as? Map<*, *> ?: fail(where, lacks)
+    val sig = parseSig(sigs[DRAFT_K] ?: fail(where, lacks), where)
+    val windows = sigs.keys.mapNotNull { (it as? String)?.removePrefix("${DRAFT_K}_")?.takeIf { w -> w != it && w.all(Char::isDigit) && w.length in 1..6 } }
+        .associate { it.toInt() to parseSig(sigs["${DRAFT_K}_$it"], where) }
     return ContextDrafter(f, m.toInt(), ids.map { it.toInt() }.toIntArray(), scale.toFloat(), cd["copy_rows"] == true,
-        parseSig(sig, where))
+        sig, windows)
 }
 
 /** A drafter signature reads the backbone's own KV buffers (same names, shapes, dtypes) and has [expect]'s shapes. */
@@ -195,6 +209,8 @@ fun checkContract(m: Manifest, where: String) {
             Triple("output", "projected_activations", listOf(1L, 1L, h))), where, c.file)
         if (c.signature.outputs.getValue("draft_ids").dtype != "int32" || c.signature.inputs.getValue("context_ids").dtype != "int32")
             fail(where, "${c.file}: draft_ids and context_ids must be int32")
+        for ((w, ws) in c.windowSignatures) if (ws != c.signature)  // the windows bind the very same buffers
+            fail(where, "${c.file}: signature '${DRAFT_K}_$w' has other inputs or outputs than '$DRAFT_K'; re-run `mtplite export`")
     }
     for (s in listOf("decode", "verify")) {
         val a = bb.getValue(s).outputs["activations"]; val t = if (s == "decode") 1L else (m.k + 1).toLong()

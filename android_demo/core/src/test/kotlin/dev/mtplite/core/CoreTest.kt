@@ -224,6 +224,11 @@ class ManifestFixtureTest {
         val gate = parseManifest(File(dir, "gate-ok.json").readText(), "gate-ok.json")
         assertEquals(HYBRID_MIN_NGRAM, gate.hybridMinNgram(true))
         assertEquals(listOf("mtp", "lookup"), listOf(gate.draft, parseManifest(File(dir, "draft-ok.json").readText(), "d").draft))
+        // the K-step drafter's windows (the cache's first W slots): the narrowest that holds every slot a draft reads
+        val ctx = parseManifest(File(dir, "good.json").readText(), "good.json").context!!
+        assertEquals(listOf(16, 32, 64), ctx.windows)
+        assertEquals(listOf("mtp_draft_k_16", "mtp_draft_k_32", "mtp_draft_k_32", "mtp_draft_k_64", "mtp_draft_k"),
+            listOf(1, 17, 32, 33, 65).map { ctx.signatureAt(it) })
         File(dir, "kotlin-decisions.txt").writeText(report.toString())
     }
 }
