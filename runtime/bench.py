@@ -113,6 +113,7 @@ def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "mtp+ctx", "lo
           threads=2, engine=True,
           progress=True, exact=None, also=(), sampler=None):
     """`also`: (name, dir) of more bundles of the same backbone (e.g. float / int4 exports): each runs plain and MTP
+    (and mtp+ctx where it has drafter_ctx)
     as modes `plain@name` / `mtp@name`, interleaved prompt by prompt with the main bundle's modes."""
     from mtplite.runtime.litert import encode
     from mtplite.runtime.litert import Bundle, load_tokenizer
@@ -135,12 +136,13 @@ def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "mtp+ctx", "lo
     eos = set(b.man["eos_ids"])
     extras = {}
     for name, d in also:
-        eb = Bundle(d, threads=threads, mtp=True, exact=exact)
+        eb = Bundle(d, threads=threads, mtp=True, exact=exact, context=True)
         if eb.man["backbone_fingerprint"] != b.man["backbone_fingerprint"]:
             raise UserError(f"--also {name}={d}: a bundle of another backbone ({eb.man['backbone_fingerprint']}, main "
                             f"{b.man['backbone_fingerprint']})")
         extras[name] = eb
-    xmodes = [f"{m}@{n}" for n in extras for m in ("plain", "mtp")]
+    xm = {n: ("plain", "mtp") + (("mtp+ctx",) if "drafter_ctx" in eb.models else ()) for n, eb in extras.items()}
+    xmodes = [f"{m}@{n}" for n in extras for m in xm[n]]
     xmismatch = defaultdict(int)
     K = b.K
     per = defaultdict(lambda: defaultdict(list))  # mode -> task -> records
@@ -164,14 +166,14 @@ def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "mtp+ctx", "lo
         mismatches += sum(outs[m] != outs["plain"] for m in modes if m != "plain")
         for n, eb in extras.items():
             xo = {}
-            for m in ("plain", "mtp"):
+            for m in xm[n]:
                 r = run_mode(eb, ids, 0 if m == "plain" else eb.K, m, max_new, eos, sampler=sampler)
                 xo[m] = r.pop("out")
                 r["id"] = p["id"]
                 per[f"{m}@{n}"][p["task"]].append(r)
                 per[f"{m}@{n}"]["all"].append(r)
                 bar.update(1)
-            xmismatch[n] += xo["mtp"] != xo["plain"]
+            xmismatch[n] += sum(xo[m] != xo["plain"] for m in xm[n] if m != "plain")
     bar.close()
     if not per["plain"]:
         raise UserError(f"no prompt fits the bundle's cache of {b.C} tokens; re-export with a larger --cache-length")
@@ -180,14 +182,15 @@ def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "mtp+ctx", "lo
     table = {m: {t: aggregate(per[m][t]) for t in tasks} for m in modes}
     ratios = {}
     for m in modes:
-        if m == "plain" or m.startswith("mtp@"):
+        if m == "plain" or ("@" in m and not m.startswith("plain@")):  # an extra bundle's drafting: against its plain
             continue
         ratios[f"{m}/plain"] = {t: (table[m][t]["decode_tokens_per_s"] or 0) / table["plain"][t]["decode_tokens_per_s"]
                                 for t in tasks if table["plain"][t]["decode_tokens_per_s"]}
     for n in extras:  # each extra bundle's MTP against its own plain decoding
-        ratios[f"mtp@{n}/plain@{n}"] = {t: (table[f"mtp@{n}"][t]["decode_tokens_per_s"] or 0)
-                                        / table[f"plain@{n}"][t]["decode_tokens_per_s"]
-                                        for t in tasks if table[f"plain@{n}"][t]["decode_tokens_per_s"]}
+        for m in xm[n][1:]:
+            ratios[f"{m}@{n}/plain@{n}"] = {t: (table[f"{m}@{n}"][t]["decode_tokens_per_s"] or 0)
+                                            / table[f"plain@{n}"][t]["decode_tokens_per_s"]
+                                            for t in tasks if table[f"plain@{n}"][t]["decode_tokens_per_s"]}
     wb = b.weight_bytes()
     memory = {"backbone_bytes": wb["backbone"], "embedder_bytes": wb["embedder"], "drafter_bytes": wb["drafter"],
               "kv_bytes": b.kv_bytes, "mtp_extra_weight_bytes": wb["drafter"], "mtp_extra_kv_bytes": 0,

@@ -131,9 +131,10 @@ def test_bench_also_runs_extra_bundles_side_by_side(tmp_path_factory):
     prompts = [{"id": str(i), "task": "a" if i % 2 else "b", "prompt": p} for i, p in enumerate(PROMPTS[:6])]
     res = bench(bundle("tiny:gemma3"), prompts, max_new=16, modes=("plain", "mtp"), threads=1, engine=False,
                 progress=False, also=[("q8", qbundle("int8", tmp_path_factory))])
-    assert res["modes"] == ["plain", "mtp", "plain@q8", "mtp@q8"]
+    assert res["modes"] == ["plain", "mtp", "plain@q8", "mtp@q8", "mtp+ctx@q8"]  # its K-step drafter too
     assert res["table"]["mtp@q8"]["all"]["prompts"] == 6 and res["table"]["mtp@q8"]["all"]["accept_length"] >= 1
-    assert "mtp@q8/plain@q8" in res["ratios"] and "plain@q8/plain" in res["ratios"]
+    assert res["table"]["mtp+ctx@q8"]["all"]["accept_length"] >= 1
+    assert {"mtp@q8/plain@q8", "mtp+ctx@q8/plain@q8", "plain@q8/plain"} <= set(res["ratios"])
     assert res["extra_bundles"]["q8"]["spec_vs_plain_mismatches"] == 0
     assert res["extra_bundles"]["q8"]["quantization"]["backbone"] == "int8"
     assert "mtp@q8" in markdown(res)
