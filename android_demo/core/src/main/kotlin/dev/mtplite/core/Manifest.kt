@@ -149,8 +149,10 @@ private fun parseContext(x: Any?, vocab: Int, where: String): ContextDrafter {
     val lacks = "context_drafter.signatures lacks '$DRAFT_K'; re-run `mtplite export`"
     val sigs = cd["signatures"] as? Map<*, *> ?: fail(where, lacks)
     val sig = parseSig(sigs[DRAFT_K] ?: fail(where, lacks), where)
-    val windows = sigs.keys.mapNotNull { (it as? String)?.removePrefix("${DRAFT_K}_")?.takeIf { w -> w != it && w.all(Char::isDigit) && w.length in 1..6 } }
-        .associate { it.toInt() to parseSig(sigs["${DRAFT_K}_$it"], where) }
+    // mtp_draft_k_<W>: the same graph over the cache's first W slots (draftKSignature)
+    val windows = sigs.keys.filterIsInstance<String>().filter { it.startsWith("${DRAFT_K}_") }.mapNotNull { name ->
+        name.removePrefix("${DRAFT_K}_").toIntOrNull()?.takeIf { it > 0 }?.let { it to parseSig(sigs[name], where) }
+    }.toMap()
     return ContextDrafter(f, m.toInt(), ids.map { it.toInt() }.toIntArray(), scale.toFloat(), cd["copy_rows"] == true,
         sig, windows)
 }
