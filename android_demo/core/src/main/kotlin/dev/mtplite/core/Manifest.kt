@@ -212,7 +212,8 @@ fun checkContract(m: Manifest, where: String) {
         if (c.signature.outputs.getValue("draft_ids").dtype != "int32" || c.signature.inputs.getValue("context_ids").dtype != "int32")
             fail(where, "${c.file}: draft_ids and context_ids must be int32")
         for ((w, ws) in c.windowSignatures) if (ws != c.signature)  // the windows bind the very same buffers
-            fail(where, "${c.file}: signature '${DRAFT_K}_$w' has other inputs or outputs than '$DRAFT_K'; re-run `mtplite export`")
+            fail(where, "${c.file}: signature '${DRAFT_K}_$w' has other inputs or outputs than '$DRAFT_K'; " +
+                "re-run `mtplite export`")
     }
     for (s in listOf("decode", "verify")) {
         val a = bb.getValue(s).outputs["activations"]; val t = if (s == "decode") 1L else (m.k + 1).toLong()
