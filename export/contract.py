@@ -154,12 +154,16 @@ def draft_k_windows(C):
     return [C // 8, C // 4, C // 2] if C >= 128 else []
 
 
-def draft_k_signature(names, pos):
-    """The mtp_draft_k signature of `names` (drafter_ctx's) to run for a draft at `pos`: the narrowest window that
-    holds every slot the draft reads, else the full graph."""
-    fit = [int(n[len(DRAFT_K) + 1:]) for n in names if n.startswith(DRAFT_K + "_") and n[len(DRAFT_K) + 1:].isdigit()]
-    fit = [w for w in fit if pos <= w]
-    return f"{DRAFT_K}_{min(fit)}" if fit else DRAFT_K
+def draft_k_windows_in(names):
+    """The W of the mtp_draft_k_<W> signatures among `names` (drafter_ctx's), sorted: read once at load."""
+    return sorted(int(n[len(DRAFT_K) + 1:]) for n in names
+                  if n.startswith(DRAFT_K + "_") and n[len(DRAFT_K) + 1:].isdigit())
+
+
+def draft_k_signature(windows, pos):
+    """The mtp_draft_k signature to run for a draft at `pos` (windows: draft_k_windows_in's): the narrowest window
+    that holds every slot the draft reads, else the full graph."""
+    return next((f"{DRAFT_K}_{w}" for w in windows if pos <= w), DRAFT_K)
 
 
 def check_context(sig, kv_ref, m, where):

@@ -112,9 +112,9 @@ def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "mtp+ctx", "lo
                                                   "hybrid+gate", "standalone"),
           threads=2, engine=True,
           progress=True, exact=None, also=(), sampler=None):
-    """`also`: (name, dir) of more bundles of the same backbone (e.g. float / int4 exports): each runs plain and MTP
-    (and mtp+ctx where it has drafter_ctx)
-    as modes `plain@name` / `mtp@name`, interleaved prompt by prompt with the main bundle's modes."""
+    """`also`: (name, dir) of more bundles of the same backbone (e.g. float / int4 exports): each runs plain, MTP and,
+    where it has drafter_ctx, mtp+ctx as modes `plain@name` / `mtp@name` / `mtp+ctx@name`, interleaved prompt by
+    prompt with the main bundle's modes."""
     from mtplite.runtime.litert import encode
     from mtplite.runtime.litert import Bundle, load_tokenizer
 

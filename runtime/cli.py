@@ -142,7 +142,8 @@ def register(sub):
                    help="force plain steps through the verify graph (taken by itself where the load-time probe finds "
                         "that decode and verify row 0 round differently)")
     b.add_argument("--also", action="append", default=[], metavar="NAME=DIR",
-                   help="another bundle of the same backbone (float, int4, another head): plain + MTP (+ mtp+ctx), interleaved")
+                   help="another bundle of the same backbone (float, int4, another head): plain, MTP and mtp+ctx, "
+                        "interleaved")
     from mtplite.model.sampling import add_args
 
     add_args(b)

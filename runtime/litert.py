@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from mtplite.errors import UserError
-from mtplite.export.contract import DRAFT_K, draft_k_signature
+from mtplite.export.contract import DRAFT_K, draft_k_signature, draft_k_windows_in
 from mtplite.model.decoder import NEG_INF
 from mtplite.model.sampling import Sampler
 from mtplite.paths import cache_dir
@@ -107,6 +107,7 @@ class Bundle:
         self.use_context = bool(ctx)
         if ctx:
             self.cx_in, self.cx_out, self.cx_kv = self._drafter_io("drafter_ctx", DRAFT_K)
+            self.cx_windows = draft_k_windows_in(self.sigs["drafter_ctx"])  # bound to the same buffers as DRAFT_K
             self.space_ids = np.asarray(ctx["space_ids"], np.int64)
             self.space_map = np.full(self.V, len(self.space_ids), np.int32)  # id -> draft-space index
             self.space_map[self.space_ids] = np.arange(len(self.space_ids), dtype=np.int32)
@@ -272,8 +273,7 @@ class Bundle:
         ins["input_pos"].write(np.array([pos], np.int32))
         ins["mask"].write(_mask([pos], self.C).reshape(-1))
         ins["activations"].write(np.concatenate([self.embed([tok])[0], np.asarray(act, np.float32)]))
-        sig = draft_k_signature(self.sigs["drafter_ctx"], pos)  # its windows bind the same buffers
-        self.models["drafter_ctx"].run_by_name(sig, {**ins, **self.cx_kv}, outs)
+        self.models["drafter_ctx"].run_by_name(draft_k_signature(self.cx_windows, pos), {**ins, **self.cx_kv}, outs)
         return outs["draft_ids"].read(self.K, np.int32).tolist(), outs["draft_probs"].read(self.K, np.float32).tolist()
 
     def draft_steps(self, tok, act, pos, k):

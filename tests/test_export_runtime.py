@@ -152,7 +152,8 @@ def test_k_step_drafter_with_copy_read_equals_torch(tmp_path):
     from mtplite.runtime.litert import _mask
 
     assert sorted(b.sigs["drafter_ctx"]) == sorted([DRAFT_K] + [f"{DRAFT_K}_{w}" for w in draft_k_windows(C)])
-    assert draft_k_signature(b.sigs["drafter_ctx"], 20) == f"{DRAFT_K}_32"  # C = 128: windows 16, 32, 64
+    assert b.cx_windows == draft_k_windows(C) == [16, 32, 64]  # C = 128
+    assert draft_k_signature(b.cx_windows, 20) == f"{DRAFT_K}_32"
     ids = bb.encode(PROMPTS[0] + " " + PROMPTS[1] + " " + PROMPTS[2])[:64]
     b.reset()
     b.prefill(ids[:-1], 0)

@@ -50,8 +50,7 @@ def main():
         "verify": lambda: b.verify([t] * (K + 1), pos),
         "draft_k": lambda: b.draft_k(t, act, pos),
         # the signature draft_k runs at this pos, then every signature of drafter_ctx on its own (the windows)
-        "draft_k_graph_call": lambda: dr.run_by_name(draft_k_signature(b.sigs["drafter_ctx"], pos),
-                                                     {**ins, **b.cx_kv}, outs),
+        "draft_k_graph_call": lambda: dr.run_by_name(draft_k_signature(b.cx_windows, pos), {**ins, **b.cx_kv}, outs),
         **{f"graph_call {s}": (lambda s=s: dr.run_by_name(s, {**ins, **b.cx_kv}, outs)) for s in b.sigs["drafter_ctx"]},
         "embedder_call": lambda: b.embed([t]),
         "context_space": lambda: (setattr(b, "cx_ids", None), b.context_space(pos)),  # rebuilt: its worst case
@@ -87,8 +86,8 @@ def main():
             own = fn()  # a part may time itself (a float: its own seconds)
             times[k].append(own if isinstance(own, float) else time.perf_counter() - t0)
     med = {k: 1e3 * float(np.median(v)) for k, v in times.items()}
-    res = {"bundle": a.bundle, "against": a.against, "K": K, "threads": a.threads, "rounds": a.rounds, "pos": pos, "cache_len": b.C,
-           "draft_k_signature": draft_k_signature(b.sigs["drafter_ctx"], pos),
+    res = {"bundle": a.bundle, "against": a.against, "K": K, "threads": a.threads, "rounds": a.rounds, "pos": pos,
+           "cache_len": b.C, "draft_k_signature": draft_k_signature(b.cx_windows, pos),
            "context_ids": len(b.cx_ids or []), "median_ms": med,
            "share_of_decode": {k: v / med["decode"] for k, v in med.items()}}
     for k, v in med.items():

@@ -35,7 +35,7 @@ data class Manifest(
 data class ContextDrafter(val file: String, val maxIds: Int, val spaceIds: IntArray, val embedScale: Float,
                           val copyRows: Boolean, val signature: Signature,
                           val windowSignatures: Map<Int, Signature> = emptyMap()) {
-    val windows: List<Int> get() = windowSignatures.keys.sorted()
+    val windows: List<Int> = windowSignatures.keys.sorted()  // once: signatureAt runs every draft cycle
     /** The signature to run for a draft at [pos]: as mtplite.export.contract.draft_k_signature. */
     fun signatureAt(pos: Int) = draftKSignature(windows, pos)
 }
