@@ -113,6 +113,25 @@ def test_context_space_on_litert_equals_torch_and_plain(spec):
         assert lite["tokens"] == ref["tokens"] == plain["tokens"], p
         assert lite["trace"] == ref["trace"], p
     assert used >= 4, used
+    # the runtime keeps the space incrementally: what context_ids picks from the history, also across a rewrite of
+    # positions it had taken in and a draft at an earlier position; the drafter's mask row is _mask's
+    from mtplite.model.head import context_ids
+    from mtplite.runtime.litert import _mask
+
+    def picked(pos):
+        return [t for t, _ in context_ids(b.hist[:pos], b.space_map, len(b.space_ids), b.cx_M)]
+
+    ids = bb.encode(PROMPTS[0] + " " + PROMPTS[1])
+    b.reset()
+    b.prefill(ids, 0)
+    for pos in (1, 7, 8, len(ids) - 3, len(ids), 5):
+        assert b.context_space(pos) == picked(pos), pos
+    b.prefill(ids[::-1][:10], 2)  # rewrites positions 2..11, which the space had taken in
+    assert b.context_space(len(ids)) == picked(len(ids)) and picked(len(ids))
+    for pos in (0, 1, C // 2, C - 1):
+        np.testing.assert_array_equal(b.mask_row[C - 1 - pos : 2 * C - 1 - pos], _mask([pos], C)[0])
+    for t in ids[:3] * 2:  # the drafter's input rows, kept per id, are the embedder's
+        np.testing.assert_array_equal(b.embed_row(t), b.embed([t])[0])
 
 
 def test_k_step_drafter_with_copy_read_equals_torch(tmp_path):
