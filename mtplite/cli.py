@@ -291,7 +291,8 @@ def main(argv=None):
     e.add_argument("--backbone", default="gemma3-270m")
     e.add_argument("--head", required=True)
     e.add_argument("--out", required=True)
-    e.add_argument("--quant", default="none", help="none | int8 | int4-b32 | backbone=int8,head=int8,embedder=int8")
+    e.add_argument("--quant", default="none", help="none | int8 | int4-b32 | int8-h4 (int8, the head int4-b32) | "
+                   "backbone=int8,head=int8,embedder=int8")
     e.add_argument("--cache-length", type=int, default=512)
     e.add_argument("--prefill-lengths", default="32,128")
     e.set_defaults(fn=cmd_export)

@@ -224,7 +224,8 @@ def register(sub):
                    help="<= 10 minutes: 2.5-min training budget, 1/3 of the prompts, no engine rows; lower acceptance")
     q.add_argument("--budget-minutes", type=float, default=0, help="training budget (default 45, --quick 2.5)")
     q.add_argument("--dir", help="working dir (default under the user cache dir)")
-    q.add_argument("--quant", default="int8")
+    q.add_argument("--quant", default="int8-h4", help="int8-h4 (default: int8 backbone and embedder, int4-b32 head) | "
+                   "int8 | int4-b32 | backbone=...,embedder=...,head=...")
     q.add_argument("--k", type=int, default=3)
     q.add_argument("--draft-vocab", type=int, default=4096)
     q.add_argument("--copy-heads", type=int, default=2, help="pointer heads over layer 0's V cache (0 = none)")

@@ -2,7 +2,7 @@
 
 Recipes: float | int8 (channelwise dynamic range) | int4-b32 | int4-b64 | int4-b128 (blockwise dynamic range).
 A recipe string names one recipe for every graph ("int8") or one per graph
-("backbone=int4-b32,head=int8,embedder=int8"; `head` and `drafter` are the same graph).
+("backbone=int4-b32,head=int8,embedder=int8"; `head` and `drafter` are the same graph), or a preset (PRESETS).
 Weight-only int4 blockwise is refused: ai-edge-quantizer 0.10 leaves such a model float without an error, and every
 quantized graph is checked afterwards for real int8/int4 weight tensors.
 """
@@ -19,10 +19,14 @@ REFUSED = {"wo-int4": "weight-only int4 blockwise is a silent no-op in ai-edge-q
            "weight-only-int4": "weight-only int4 blockwise is a silent no-op in ai-edge-quantizer 0.10",
            "int4-b128": "ai-edge-quantizer 0.10 ships no block-128 recipe; use int4-b32 or int4-b64"}
 GRAPHS = ("backbone", "embedder", "drafter")
+# int8-h4, the default of quickstart and the rebuild scripts: the head's weights are most of what a draft reads once
+# the backbone's are out of the cache, and int4 blocks halve them at the same accept length (notes/PERF.md, session 38).
+PRESETS = {"int8-h4": "backbone=int8,embedder=int8,head=int4-b32"}
 
 
 def parse_recipe(text):
     text = (text or "").strip()
+    text = PRESETS.get(text, text)
     if not text or text == "none":
         return None
     out = {}

@@ -5,12 +5,12 @@
 # hybrid / standalone / official engine on int8, plain + MTP on the others), one quant-report, the fake-quant match
 # and the copy probe. Artifacts stay in the cache dir (Gemma Terms); only numbers land in the repo.
 set -euo pipefail
-RUN=${RUN:?a quickstart dir with head/ and bundle-int8/, e.g. ~/.cache/mtplite/quickstart/gemma3-270m}
+RUN=${RUN:?a quickstart dir with head/ and bundle-int8-h4/, e.g. ~/.cache/mtplite/quickstart/gemma3-270m}
 W=${W:-$HOME/.cache/mtplite/results-run}
 QAT_MIN=${QAT_MIN:-25}
 mkdir -p "$W"
 ln -sfn "$RUN/head" "$W/head"
-INT8="$RUN/bundle-int8"
+INT8="$RUN/bundle-int8-h4"  # quickstart's default recipe: int8, the head int4-b32
 [ -f "$W/float/android/manifest.json" ] || mtplite export --backbone gemma3-270m --head "$RUN/head" --out "$W/float"
 [ -f "$W/int4/android/manifest.json" ] || mtplite quantize "$W/float" --recipe int4-b32 --out "$W/int4"
 [ -f "$W/qat-head/head.json" ] || mtplite train --backbone gemma3-270m --out "$W/qat-head" --target-quant int8 \

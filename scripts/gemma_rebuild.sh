@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The Gemma 3 270M head rebuilt from the committed corpus alone (a fresh clone on a fresh machine: no cache, no
-# distilling), its int8 bundle measured the way every head's is, the official engine with MTP on and off, and the
-# page re-rendered with this run leading it. Minutes per stage go to $R/rebuild.json. The head and bundle stay in the
-# cache dir (Gemma Terms); only numbers land in the repo. The sections of the page this does not rerun (float/int4
-# exports, QAT, the standalone drafter, sampling, soak) keep their committed JSON; scripts/gemma_results.sh redoes all.
+# distilling), its bundle (QUANT, default int8-h4: int8 with the head int4-b32) measured the way every head's is,
+# the official engine with MTP on and off, and the page re-rendered with this run leading it. Minutes per stage go
+# to $R/rebuild.json. The head and bundle stay in the cache dir (Gemma Terms); only numbers land in the repo. The
+# sections of the page this does not rerun (float/int4 exports, QAT, the standalone drafter, sampling, soak) keep
+# their committed JSON; scripts/gemma_results.sh redoes all.
 #   scripts/gemma_rebuild.sh              (TRAIN_MIN=55 NAME=rebuild by default: ~70 min on a 2-core box; with the
 #   default read layers one epoch of the corpus takes ~43 min and held-out τ stops rising after it, notes/PERF.md)
 #   HEAD=DIR NAME=... scripts/gemma_rebuild.sh   (export and measure DIR's head instead of training one)
@@ -11,7 +12,7 @@ set -euo pipefail
 # the benchmark prompts are read after training: a missing ../shared/prompts/tasks.jsonl fails here, not an hour in
 python -c "import sys; from mtplite.errors import run_main; from mtplite.data.benchmark import default_prompts as d, \
 load_prompts as l; sys.exit(run_main(lambda: l(d()) and None, 'gemma_rebuild.sh'))"
-NAME=${NAME:-rebuild}; TRAIN_MIN=${TRAIN_MIN:-55}
+NAME=${NAME:-rebuild}; TRAIN_MIN=${TRAIN_MIN:-55}; QUANT=${QUANT:-int8-h4}
 E=${MTPLITE_CACHE:-$HOME/.cache/mtplite}/experiments/$NAME
 R=results/gemma3-270m/experiments/$NAME
 mkdir -p "$E" "$R"
@@ -24,13 +25,13 @@ else
   mtplite train --backbone gemma3-270m --data corpora/gemma3-270m --budget-minutes "$TRAIN_MIN" --out "$E/head"
 fi
 stage train
-mtplite export --backbone gemma3-270m --head "$E/head" --out "$E/bundle-int8" --quant int8
+mtplite export --backbone gemma3-270m --head "$E/head" --out "$E/bundle-$QUANT" --quant "$QUANT"
 stage export
-scripts/measure_bundle.sh "$E/bundle-int8" "$R" plain,mtp,mtp+ctx,lookup,hybrid,hybrid+ctx,mtp+ctx+gate,hybrid+ctx+gate
+scripts/measure_bundle.sh "$E/bundle-$QUANT" "$R" plain,mtp,mtp+ctx,lookup,hybrid,hybrid+ctx,mtp+ctx+gate,hybrid+ctx+gate
 stage measure
-mtplite bench "$E/bundle-int8" --modes plain,mtp+ctx --json "$R/bench_engine.json"
+mtplite bench "$E/bundle-$QUANT" --modes plain,mtp+ctx --json "$R/bench_engine.json"
 stage engine
-python scripts/probes/draft_cost.py "$E/bundle-int8" --json "$R/draft_cost.json"
+python scripts/probes/draft_cost.py "$E/bundle-$QUANT" --json "$R/draft_cost.json"
 stage draft_cost
 cp "$E/head/head.json" "$R/head.json"
 python - "$R" "$TRAIN_MIN" "${STAGES[@]}" <<'PY'

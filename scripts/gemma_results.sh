@@ -11,7 +11,7 @@ export W=${W:-$HOME/.cache/mtplite/results-run}
 mtplite quickstart --backbone gemma3-270m --dir "$RUN" --standalone "$@"
 RUN="$RUN" scripts/gemma_quant.sh
 mtplite bench "$W/float" --modes plain,mtp --json "$W/bench_float_engine.json"
-mtplite soak "$RUN/bundle-int8" --n 200 --threads 1 --json "$W/soak-gemma-int8.json"
+mtplite soak "$RUN/bundle-int8-h4" --n 200 --threads 1 --json "$W/soak-gemma-int8.json"
 python scripts/reliability_report.py --json "$W/reliability.json"
 if [ "${TIMED:-0}" = 1 ]; then
   FRESH=$(mktemp -d)
@@ -26,5 +26,5 @@ R=results/gemma3-270m
 mkdir -p "$R/head"
 cp "$W"/*.json "$W/bench.png" "$R/"
 cp "$RUN/head/head.json" "$R/head/"
-cp "$RUN/bundle-int8/android/manifest.json" "$R/manifest.json"
+cp "$RUN/bundle-int8-h4/android/manifest.json" "$R/manifest.json"
 python -m mtplite.results "$R" --out BENCHMARKS.md --auto  # every known JSON in $R + sibling backbone runs

@@ -10,4 +10,4 @@ R=results/smollm2-135m
 mkdir -p "$R/head"
 cp "$RUN/bench.json" "$RUN/bench.png" "$R/"
 cp "$RUN/head/head.json" "$R/head/"
-cp "$RUN/bundle-int8/android/manifest.json" "$R/manifest.json"
+cp "$RUN/bundle-int8-h4/android/manifest.json" "$R/manifest.json"

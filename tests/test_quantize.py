@@ -62,6 +62,7 @@ def test_silent_noop_recipes_are_refused(tmp_path):
         with pytest.raises(UserError):
             parse_recipe(bad)
     assert parse_recipe("backbone=int4-b32,head=int8") == {"backbone": "int4-b32", "embedder": "float", "drafter": "int8"}
+    assert parse_recipe("int8-h4") == {"backbone": "int8", "embedder": "int8", "drafter": "int4-b32"}
     r = subprocess.run([sys.executable, "-m", "mtplite.cli", "quantize", str(bundle("tiny:gemma3")), "--recipe",
                         "wo-int4", "--out", str(tmp_path / "x")], capture_output=True, text=True)
     assert r.returncode == 2 and "silent no-op" in r.stderr and "Traceback" not in r.stderr
