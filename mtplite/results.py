@@ -561,12 +561,18 @@ def exactness_section(quant, torch_rows, exact_bench, backbones=()):
     return L + [""]
 
 
+def quant_label(q):
+    """A bundle's weights as the mode table names them: the backbone's recipe, and the head's where it differs."""
+    q = q or {}
+    bq, hq = q.get("backbone", "?"), q.get("drafter")
+    return bq if not hq or hq == bq else f"{bq}, head {hq}"
+
+
 def mode_table(bench):
     """Modes as rows (every bundle of the run), tasks as columns: tok/s over all tasks, speed vs the same bundle's
     plain decoding, and τ per task type."""
     t, tasks = bench["table"], bench["tasks"]
-    q = (bench.get("manifest") or {}).get("quantization") or {}
-    main = q.get("backbone", "?")
+    main = quant_label((bench.get("manifest") or {}).get("quantization"))
     cpu = any(t[m]["all"].get("cpu_s_per_token") for m in bench["modes"])  # recorded by newer benches only
     L = ["| mode | backbone | tok/s | vs plain (same bundle) | tokens/pass | draft / verify ms per cycle | "
          + ("CPU-ms per token | " if cpu else "") + " | ".join(f"τ {x}" for x in tasks) + " |",
@@ -574,7 +580,7 @@ def mode_table(bench):
     for m in bench["modes"]:
         base, _, n = m.partition("@")
         plain = f"plain@{n}" if n else "plain"
-        bq = (bench.get("extra_bundles", {}).get(n, {}).get("quantization") or {}).get("backbone") if n else main
+        bq = quant_label(bench.get("extra_bundles", {}).get(n, {}).get("quantization")) if n else main
         hq = bench.get("extra_bundles", {}).get(n, {}).get("head_target_quant") if n else None
         label = base + (f" @{n}" if n else "") + (" (head trained against int8)" if hq else "")
         tps = t[m]["all"]["decode_tokens_per_s"] or 0

@@ -147,6 +147,10 @@ def test_bench_also_runs_extra_bundles_side_by_side(tmp_path_factory):
     (run / "bench.json").write_text(json.dumps(res))
     page = render(run)  # the results page renders from the JSON alone (no head dir, extra bundles present)
     assert "mtp@q8/plain@q8" in page and "speculative output == plain greedy" in page
+    from mtplite.results import quant_label  # the mode table names a head quantized unlike its backbone
+
+    assert "| plain @q8 | int8 |" in page
+    assert quant_label({"backbone": "int8", "embedder": "int8", "drafter": "int4-b32"}) == "int8, head int4-b32"
     # the page names the versions the bench ran with (recorded in its JSON), not whatever renders it later
     res["versions"] = {**res["versions"], "transformers": "0.0-recorded"}
     (run / "bench.json").write_text(json.dumps(res))
