@@ -43,6 +43,8 @@ def cmd_inspect(a):
           "exact_path_needed": "decode and verify row 0 round differently: the runtime runs plain steps through verify"
           }.get(info["exactness"], "exactness not probed (exported before mtplite probed it); the runtime probes at load")
     print(f"  exactness: {ex}" + (f" ({info['exactness_detail']})" if info["exactness_detail"] else ""))
+    q = info["quantization"] or {}
+    print("  weights: " + (", ".join(f"{'head' if g == 'drafter' else g} {r}" for g, r in q.items()) or "float"))
     for s in info["sections"]:
         print(f"  section {s['model_type'] or s['data_type']:28s} {s['end'] - s['begin']:>12,d} bytes")
     for g, sig in info["signatures"].items():

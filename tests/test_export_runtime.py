@@ -615,10 +615,12 @@ def test_calibrate_records_the_engine_and_offers_a_bundle_without_the_drafter(tm
     assert "tf_lite_mtp_drafter" not in types and {"tf_lite_prefill_decode", "tf_lite_embedder"} <= set(types)
     man = json.loads(man_path.read_text())
     man["engine"] = rec
+    man["quantization"] = {"backbone": "int8", "embedder": "int8", "drafter": "int4-b32"}  # as int8-h4 records it
     man_path.write_text(json.dumps(man))
     assert inspect_bundle(out)["variant_sections"] == types
     r = subprocess.run([sys.executable, "-m", "mtplite.cli", "inspect", str(out)], capture_output=True, text=True)
     assert r.returncode == 0 and "does NOT pay" in r.stdout and NO_DRAFTER in r.stdout and "0.80x" in r.stdout, r.stdout
+    assert "weights: backbone int8, embedder int8, head int4-b32" in r.stdout
     # the engine runs the variant, plainly, with the text of the full bundle's MTP off
     texts = {}
     for f in ("model.litertlm", NO_DRAFTER):
