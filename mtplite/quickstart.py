@@ -1,4 +1,4 @@
-"""`mtplite quickstart`: self-distill -> train -> export int8 -> calibrate -> bench, on the built-in default.
+"""`mtplite quickstart`: self-distill -> train -> export (int8-h4) -> calibrate -> bench, on the built-in default.
 
 Every step writes into a cache dir (default ~/.cache/mtplite/quickstart/<backbone>) and is skipped on a re-run when
 its output is already there and matches the backbone, so an interrupted quickstart resumes.
@@ -218,7 +218,7 @@ def closing(res, settings, threads, bundle, root, engine=None):
 
 
 def register(sub):
-    q = sub.add_parser("quickstart", help="the main job: distill, train, export int8, calibrate, bench")
+    q = sub.add_parser("quickstart", help="the main job: distill, train, export (int8, head int4), calibrate, bench")
     q.add_argument("--backbone", default="gemma3-270m")
     q.add_argument("--quick", action="store_true",
                    help="<= 10 minutes: 2.5-min training budget, 1/3 of the prompts, no engine rows; lower acceptance")
