@@ -131,6 +131,8 @@ class Bundle:
             print(f"mtplite: {adir}: decode and verify round differently on this CPU ({self.exactness_detail}); "
                   "plain steps run through verify so that speculative output stays plain output", file=sys.stderr)
         self.emb_rows = {}
+        # A drafter's mask for position p (keys 0..p visible) is a slice of this (drafter_mask): none built per draft.
+        self.mask_row = np.concatenate([np.zeros(self.C, np.float32), np.full(self.C, NEG_INF, np.float32)])
         self.kv_bytes = sum(int(np.prod(self.sigs["backbone"]["decode"]["inputs"][n]["shape"])) * 4 for n in self.kv_names)
         self.reset()
 
@@ -149,8 +151,6 @@ class Bundle:
         # cycle (that scan, cold after a verify pass, cost ~0.15 ms a draft): each out-of-space id -> its latest
         # position, oldest first, for hist[:cx_upto].
         self.cx_seen, self.cx_upto = OrderedDict(), 0
-        # A drafter's mask row for position p (keys 0..p visible) is a slice of this: no array built per draft.
-        self.mask_row = np.concatenate([np.zeros(self.C, np.float32), np.full(self.C, NEG_INF, np.float32)])
         for n, b in self.kv.items():
             shape = self.sigs["backbone"]["decode"]["inputs"][n]["shape"]
             b.write(np.zeros(int(np.prod(shape)), np.float32))
@@ -179,6 +179,10 @@ class Bundle:
                 self.emb_rows.clear()
             row = self.emb_rows[tok] = self.embed([tok])[0].copy()
         return row
+
+    def drafter_mask(self, pos):
+        """_mask([pos], C) as one row, a view of mask_row."""
+        return self.mask_row[self.C - 1 - pos : 2 * self.C - 1 - pos]
 
     def run_backbone(self, sig, ids, pos0):
         ins, outs = self.io[sig]
@@ -303,7 +307,7 @@ class Bundle:
         self.context_space(pos)
         ins, outs = self.cx_in, self.cx_out
         ins["input_pos"].write(np.array([pos], np.int32))
-        ins["mask"].write(self.mask_row[self.C - 1 - pos : 2 * self.C - 1 - pos])
+        ins["mask"].write(self.drafter_mask(pos))
         ins["activations"].write(np.concatenate([self.embed_row(tok), np.asarray(act, np.float32)]))
         self.models["drafter_ctx"].run_by_name(draft_k_signature(self.cx_windows, pos), {**ins, **self.cx_kv}, outs)
         return outs["draft_ids"].read(self.K, np.int32).tolist(), outs["draft_probs"].read(self.K, np.float32).tolist()
@@ -313,7 +317,7 @@ class Bundle:
         the backbone's sample at that position will be (coupled drafting; greedy: argmax)."""
         dr, ins, outs, kv = self.models["drafter"], self.dr_in, self.dr_out, self.dr_kv
         ins["input_pos"].write(np.array([pos], np.int32))
-        ins["mask"].write(self.mask_row[self.C - 1 - pos : 2 * self.C - 1 - pos])
+        ins["mask"].write(self.drafter_mask(pos))
         h, out, probs = np.asarray(act, np.float32), [], []
         for j in range(k):
             ins["activations"].write(np.concatenate([self.embed_row(tok), h]))

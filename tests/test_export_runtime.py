@@ -129,7 +129,7 @@ def test_context_space_on_litert_equals_torch_and_plain(spec):
     b.prefill(ids[::-1][:10], 2)  # rewrites positions 2..11, which the space had taken in
     assert b.context_space(len(ids)) == picked(len(ids)) and picked(len(ids))
     for pos in (0, 1, C // 2, C - 1):
-        np.testing.assert_array_equal(b.mask_row[C - 1 - pos : 2 * C - 1 - pos], _mask([pos], C)[0])
+        np.testing.assert_array_equal(b.drafter_mask(pos), _mask([pos], C)[0])
     for t in ids[:3] * 2:  # the drafter's input rows, kept per id, are the embedder's
         np.testing.assert_array_equal(b.embed_row(t), b.embed([t])[0])
 
