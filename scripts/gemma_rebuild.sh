@@ -12,7 +12,7 @@ set -euo pipefail
 # the benchmark prompts are read after training: a missing ../shared/prompts/tasks.jsonl fails here, not an hour in
 python -c "import sys; from mtplite.errors import run_main; from mtplite.data.benchmark import default_prompts as d, \
 load_prompts as l; sys.exit(run_main(lambda: l(d()) and None, 'gemma_rebuild.sh'))"
-NAME=${NAME:-rebuild}; TRAIN_MIN=${TRAIN_MIN:-55}; QUANT=${QUANT:-int8-h4}
+NAME=${NAME:-rebuild}; TRAIN_MIN=${TRAIN_MIN:-60}; QUANT=${QUANT:-int8-h4}; EPOCHS=${EPOCHS:-1}
 E=${MTPLITE_CACHE:-$HOME/.cache/mtplite}/experiments/$NAME
 R=results/gemma3-270m/experiments/$NAME
 mkdir -p "$E" "$R"
@@ -22,7 +22,8 @@ stage() { STAGES+=("$1=$((SECONDS - t))"); t=$SECONDS; }
 if [ -n "${HEAD:-}" ]; then  # re-measure a head already rebuilt (e.g. after an export change): no training
   mkdir -p "$E/head" && cp "$HEAD/head.json" "$HEAD/head.safetensors" "$E/head/"
 else
-  mtplite train --backbone gemma3-270m --data corpora/gemma3-270m --budget-minutes "$TRAIN_MIN" --out "$E/head"
+  mtplite train --backbone gemma3-270m --data corpora/gemma3-270m --epochs "$EPOCHS" \
+    --budget-minutes "$TRAIN_MIN" --out "$E/head"
 fi
 stage train
 mtplite export --backbone gemma3-270m --head "$E/head" --out "$E/bundle-$QUANT" --quant "$QUANT"

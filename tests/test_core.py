@@ -1021,3 +1021,24 @@ def test_verify_matches_decode_across_the_sliding_window_edge():
         ys, acts = b[2](seq[pos : pos + 4], pos)
         assert ys == [t for t, _ in want[1:]], pos
         assert torch.allclose(torch.stack([h for _, h in want[1:]]), acts, atol=1e-4), pos
+
+
+def test_feature_cache_cap_recomputes_the_same_features():
+    # a corpus whose features outgrow memory is recomputed past the cap, not cached until the kernel kills training:
+    # the same weights either way (features are a deterministic function of the rows)
+    from mtplite.data import training_prompts
+    from mtplite.model.load import load_backbone
+    from mtplite.train.distill import distill
+    from mtplite.train.train import train_head
+
+    bb = load_backbone("tiny:gemma3")
+    rows = distill(bb, training_prompts(limit=24), None, max_new=8, batch=24, progress=False)
+    logs = {}
+    heads = {}
+    for cap in (None, 0):
+        logs[cap] = []
+        heads[cap], _ = train_head(bb, rows, K=2, draft_vocab_size=64, epochs=2, batch=8, progress=False,
+                                   cache_bytes=cap, log=logs[cap].append)
+    assert all(torch.equal(a, b) for a, b in zip(heads[None].state_dict().values(), heads[0].state_dict().values()))
+    assert any("feature cache full at 0.0 GB (0 of 3 batches)" in m for m in logs[0])
+    assert not any("feature cache full" in m for m in logs[None])

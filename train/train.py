@@ -121,6 +121,23 @@ def pack(f, dtype):
             for k, v in f.items()}
 
 
+def nbytes(f):
+    """Bytes a (packed) features dict holds."""
+    if f is None:
+        return 0
+    ts = [t for k, v in f.items() for t in ([x for pair in v for x in pair] if k == "kv" else [v])]
+    return sum(t.numel() * t.element_size() for t in ts if isinstance(t, torch.Tensor))
+
+
+def available_bytes():
+    """The memory the kernel reports available now (Linux), else None."""
+    try:
+        with open("/proc/meminfo") as f:
+            return next(int(l.split()[1]) * 1024 for l in f if l.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        return None
+
+
 def _to(t, dtype):
     return None if t is None else t.to(dtype)
 
@@ -279,9 +296,11 @@ def pick_dtype(name, backbone, device, log=print):
 
 def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, epochs=4, batch=8,
                lr=1e-3, budget_s=None, seed=0, progress=True, log=print, val_rows=None, dtype=torch.float32,
-               init_head=None, copy_heads=0, context=0, copy_exact=None):
+               init_head=None, copy_heads=0, context=0, copy_exact=None, cache_bytes=None):
     """copy_exact: None keeps the starting head's (0 for a new head); a number sets it; "auto" picks it on val_rows
-    after training (tune_copy_exact), a head without a copy read keeping 0."""
+    after training (tune_copy_exact), a head without a copy read keeping 0. cache_bytes: the most the backbone
+    features kept for later epochs may hold (default: half the memory available at the start); batches past it are
+    recomputed each epoch, the same features, so the same training."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     ddp = world > 1
@@ -325,7 +344,10 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
 
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / 20) * 0.5 * (1 + math.cos(math.pi * progress_at(s))))
-    cache = {}
+    cache, cached, full = {}, 0, False
+    if cache_bytes is None:
+        avail = available_bytes()
+        cache_bytes = avail // 2 if avail is not None else 8 << 30
     best = (-1.0, None)
     swept = None  # the sweep's τ per value, when it ran on the weights training ends with
     history = []
@@ -351,8 +373,16 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
                 mine = batches[bi][rank::world]
                 f = features(backbone, [rows[i] for i in mine], head.kv_layers, dtype, v_only=head.v_only_layers,
                              space=space_of(head)) if mine else None
-                if epochs > 1:  # kept for the next epochs, in the backbone's dtype (1M tokens: 16 GB in float32)
-                    cache[bi] = pack(f, dtype)
+                # kept for the next epochs, in the backbone's dtype (1M tokens: 16 GB in float32), as far as memory
+                # allows: a 1.8M-token corpus would have outgrown a 24 GB machine late in its first epoch
+                if epochs > 1 and not full:
+                    p = pack(f, dtype)
+                    if cached + nbytes(p) <= cache_bytes:
+                        cache[bi], cached = p, cached + nbytes(p)
+                    else:
+                        full = True
+                        log(f"feature cache full at {cached / 2**30:.1f} GB ({len(cache)} of {len(batches)} batches): "
+                            "the rest are recomputed each epoch")
             if f is None:
                 total, count = sum(p.sum() * 0.0 for p in head.parameters()), 0
             else:
