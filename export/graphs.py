@@ -87,19 +87,23 @@ class DraftKGraph(nn.Module):
             reads = [(None if k is None else k[:, :, :W], v[..., :W]) for k, v in reads]
             mask = mask[..., :W]
         ctx = (context_emb, context_rows, context_mask)
-        table = torch.cat([self.space_emb, context_emb[0] * self.scale], 0)  # [S+M,H]
-        ids = torch.cat([self.space_ids, context_ids[0]])  # [S+M]
-        H = self.head.c.hidden_size
+        S, H, K = len(self.space_ids), self.head.c.hidden_size, self.head.c.K
         x2, toks, probs = activations, [], []
         prep = self.head.prepare(input_pos, mask, reads, ctx)  # once, not once per step
-        for _ in range(self.head.c.K):
-            d, h = self.head.step(x2, prep)  # d [1,1,S+M]
+        for j in range(K):
+            d, h = self.head.step(x2, prep)  # d [1,1,S+M]: the draft space, then the context ids
             d = d[0, 0]
             top = d.max()
             i = torch.argmax(d).reshape(1)
-            toks.append(ids[i])
+            # one row from each table and a select, not the two tables concatenated: that concat copied the
+            # [S,H] float32 space rows (10 MB on Gemma) every call, cold after verify (notes/PERF.md)
+            own, cx = i < S, (i - S).clamp(min=0)
+            si = i.clamp(max=S - 1)
+            toks.append(torch.where(own, self.space_ids[si], context_ids[0][cx]))
             probs.append((1.0 / torch.exp(d - top).sum()).reshape(1))
-            x2 = torch.cat([table[i].reshape(1, 1, H), h], -1)
+            if j < K - 1:
+                row = torch.where(own.reshape(1, 1), self.space_emb[si], context_emb[0][cx] * self.scale)
+                x2 = torch.cat([row.reshape(1, 1, H), h], -1)
         return {"draft_ids": torch.cat(toks)[None].to(torch.int32), "draft_probs": torch.cat(probs)[None],
                 "projected_activations": h}
 

@@ -147,13 +147,16 @@ class Bundle:
     def reset(self):
         self.hist = np.zeros(self.C, np.int64)  # the token at each cached position
         self.cx_ids = None
-        # The context draft space, kept up to date as positions are committed instead of re-scanning the history every
-        # cycle (that scan, cold after a verify pass, cost ~0.15 ms a draft): each out-of-space id -> its latest
-        # position, oldest first, for hist[:cx_upto].
-        self.cx_seen, self.cx_upto = OrderedDict(), 0
+        self.forget_context()
         for n, b in self.kv.items():
             shape = self.sigs["backbone"]["decode"]["inputs"][n]["shape"]
             b.write(np.zeros(int(np.prod(shape)), np.float32))
+
+    def forget_context(self):
+        """The context draft space, kept up to date as positions are committed instead of re-scanning the history every
+        cycle (that scan, cold after a verify pass, cost ~0.15 ms a draft): each out-of-space id -> its latest
+        position, oldest first, for hist[:cx_upto]. Emptied here, refilled by context_space at the next draft."""
+        self.cx_seen, self.cx_upto = OrderedDict(), 0
 
     def embed(self, ids):
         """Token ids -> [T,H] through the embedder graph (which holds the family's embedding scale)."""
@@ -192,8 +195,8 @@ class Bundle:
         emb[:n] = self.embed(ids)
         pos, mask = _positions_and_mask(n, pos0, T, self.C)
         self.hist[pos0 : pos0 + n] = ids[: self.C - pos0]
-        if pos0 < self.cx_upto:  # a rewrite of positions the context space has taken in: rebuilt at the next draft
-            self.cx_seen, self.cx_upto = OrderedDict(), 0
+        if pos0 < self.cx_upto:  # a rewrite of positions the context space has taken in
+            self.forget_context()
         ins["embeddings"].write(emb.reshape(-1))
         ins["input_pos"].write(pos)
         ins["mask"].write(mask.reshape(-1))
@@ -241,7 +244,7 @@ class Bundle:
         per id: the embedding row (from the embedder graph without its scale) and layer 0's V row (read once from the
         shared cache). Returns the ids, newest first."""
         if pos < self.cx_upto:
-            self.cx_seen, self.cx_upto = OrderedDict(), 0
+            self.forget_context()
         if pos > self.cx_upto:
             seg = self.hist[self.cx_upto : pos]
             seen = self.cx_seen
