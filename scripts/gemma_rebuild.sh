@@ -5,8 +5,8 @@
 # to $R/rebuild.json. The head and bundle stay in the cache dir (Gemma Terms); only numbers land in the repo. The
 # sections of the page this does not rerun (float/int4 exports, QAT, the standalone drafter, sampling, soak) keep
 # their committed JSON; scripts/gemma_results.sh redoes all.
-#   scripts/gemma_rebuild.sh              (TRAIN_MIN=55 NAME=rebuild by default: ~70 min on a 2-core box; with the
-#   default read layers one epoch of the corpus takes ~43 min and held-out τ stops rising after it, notes/PERF.md)
+#   scripts/gemma_rebuild.sh              (TRAIN_MIN=60 EPOCHS=1 NAME=rebuild by default: ~75 min on a 2-core box;
+#   held-out τ stops rising after one epoch, and one epoch of the 1.9M-token corpus takes ~55 min, notes/PERF.md)
 #   HEAD=DIR NAME=... scripts/gemma_rebuild.sh   (export and measure DIR's head instead of training one)
 set -euo pipefail
 # the benchmark prompts are read after training: a missing ../shared/prompts/tasks.jsonl fails here, not an hour in
