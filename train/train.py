@@ -376,9 +376,10 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
                 # kept for the next epochs, in the backbone's dtype (1M tokens: 16 GB in float32), as far as memory
                 # allows: a 1.8M-token corpus would have outgrown a 24 GB machine late in its first epoch
                 if epochs > 1 and not full:
-                    p = pack(f, dtype)
-                    if cached + nbytes(p) <= cache_bytes:
-                        cache[bi], cached = p, cached + nbytes(p)
+                    packed = pack(f, dtype)
+                    size = nbytes(packed)
+                    if cached + size <= cache_bytes:
+                        cache[bi], cached = packed, cached + size
                     else:
                         full = True
                         log(f"feature cache full at {cached / 2**30:.1f} GB ({len(cache)} of {len(batches)} batches): "
