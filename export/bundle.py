@@ -17,37 +17,63 @@ def write_tokenizer(backbone, path):
     Path(path).write_text(tok.backend_tokenizer.to_str())
 
 
-def llm_metadata(backbone, cache_len, path):
-    llm_metadata_from_manifest({"bos_id": backbone.bos_id, "eos_ids": backbone.eos_ids, "cache_length": cache_len}, path)
+# LiteRT-LM's Conversation API hands the template each message's content as a list of typed parts where Hugging Face
+# templates expect a string, so the text parts are joined first; BOS is placed as model/load.py template_ids places it.
+TEMPLATE_PREAMBLE = """{%- set mt = namespace(list=[]) -%}
+{%- for m in messages -%}
+{%- set t = namespace(s='') -%}
+{%- if m['content'] is string -%}{%- set t.s = m['content'] -%}
+{%- else -%}{%- for c in m['content'] -%}{%- if c['type'] == 'text' -%}{%- set t.s = t.s + c['text'] -%}{%- endif -%}\
+{%- endfor -%}{%- endif -%}
+{%- set mt.list = mt.list + [{'role': m['role'], 'content': t.s}] -%}
+{%- endfor -%}
+{%- set messages = mt.list -%}
+"""
+# a base model (no chat template) continues the raw text, as it was trained and as mtplite's runtime feeds it
+BASE_TEMPLATE = "{%- for message in messages -%}{{ message['content'] }}{%- endfor -%}"
 
 
-def llm_metadata_from_manifest(man, path):
+def prompt_template(man):
+    """The Jinja template the official engine's Conversation API renders messages with."""
+    bos = "" if man.get("bos_id") is not None else (man.get("bos_token") or "")
+    return (TEMPLATE_PREAMBLE + "{%- set bos_token = " + json.dumps(bos) + " -%}\n"
+            + (man.get("chat_template") or BASE_TEMPLATE))
+
+
+def llm_metadata(man):
+    """LiteRT-LM's LlmMetadata textproto for a bundle's manifest (the template goes in beside it)."""
     lines = []
     if man.get("bos_id") is not None:
         lines.append(f"start_token {{ token_ids {{ ids: {man['bos_id']} }} }}")
     for e in man["eos_ids"]:
         lines.append(f"stop_tokens {{ token_ids {{ ids: {e} }} }}")
     lines.append(f"max_num_tokens: {man['cache_length']}")
-    lines.append("llm_model_type { generic_model {} }")
-    Path(path).write_text("\n".join(lines) + "\n")
+    lines.append("llm_model_type { gemma3 {} }" if man.get("family") == "gemma3" else "llm_model_type { generic_model {} }")
+    return "\n".join(lines) + "\n"
 
 
-def build_litertlm(tmp, out_file, drafter=True, metadata=None):
-    """Pack the graphs of dir `tmp` (and its llm_metadata.textproto, or `metadata`) into a .litertlm; drafter=False
-    leaves the MTP_DRAFTER section out (the engine then decodes plainly)."""
+def pack_litertlm(graphs, man, out_file, drafter=True):
+    """Pack the graphs in dir `graphs`, its tokenizer.json and the manifest's LlmMetadata and prompt template into a
+    .litertlm; drafter=False leaves the MTP_DRAFTER section out (the engine then decodes plainly)."""
+    import tempfile
+
     from litert_lm_builder import DType, LitertLmFileBuilder, Metadata, TfLiteModelType
 
-    tmp = Path(tmp)
-    b = LitertLmFileBuilder()
-    b.add_system_metadata(Metadata(key="Authors", value="mtplite", dtype=DType.STRING))
-    b.add_llm_metadata(str(metadata or tmp / "llm_metadata.textproto"))
-    b.add_hf_tokenizer(str(tmp / "tokenizer.json"))
-    b.add_tflite_model(str(tmp / "backbone.tflite"), TfLiteModelType.PREFILL_DECODE)
-    b.add_tflite_model(str(tmp / "embedder.tflite"), TfLiteModelType.EMBEDDER)
-    if drafter:
-        b.add_tflite_model(str(tmp / "drafter.tflite"), TfLiteModelType.MTP_DRAFTER)
-    with open(out_file, "wb") as f:
-        b.build(f)
+    graphs = Path(graphs)
+    with tempfile.TemporaryDirectory() as t:
+        meta, tmpl = Path(t) / "llm_metadata.textproto", Path(t) / "prompt_template.jinja"
+        meta.write_text(llm_metadata(man))
+        tmpl.write_text(prompt_template(man))
+        b = LitertLmFileBuilder()
+        b.add_system_metadata(Metadata(key="Authors", value="mtplite", dtype=DType.STRING))
+        b.add_llm_metadata(str(meta), jinja_prompt_template_path=str(tmpl))
+        b.add_hf_tokenizer(str(graphs / "tokenizer.json"))
+        b.add_tflite_model(str(graphs / "backbone.tflite"), TfLiteModelType.PREFILL_DECODE)
+        b.add_tflite_model(str(graphs / "embedder.tflite"), TfLiteModelType.EMBEDDER)
+        if drafter:
+            b.add_tflite_model(str(graphs / "drafter.tflite"), TfLiteModelType.MTP_DRAFTER)
+        with open(out_file, "wb") as f:
+            b.build(f)
 
 
 # the drafter-free variant `mtplite calibrate` writes where the official engine's MTP does not pay
@@ -57,16 +83,12 @@ NO_DRAFTER = "model-nodrafter.litertlm"
 def build_litertlm_without_drafter(bundle_dir, out_file):
     """The bundle's .litertlm without its MTP_DRAFTER section, from the same graphs (OUT/android), written atomically:
     for the official engine where its MTP measured slower than its plain decoding."""
-    import tempfile
-
     from mtplite.paths import atomic_path
 
     d = Path(bundle_dir)
     man = json.loads((d / "android" / "manifest.json").read_text())
-    with tempfile.TemporaryDirectory(dir=d) as tmp, atomic_path(out_file) as part:
-        meta = Path(tmp) / "llm_metadata.textproto"
-        llm_metadata_from_manifest(man, meta)
-        build_litertlm(d / "android", part, drafter=False, metadata=meta)
+    with atomic_path(out_file) as part:
+        pack_litertlm(d / "android", man, part, drafter=False)
 
 
 def write_bench_prompts(backbone, path):
@@ -122,6 +144,7 @@ def make_manifest(backbone, head, head_doc, cache_len, prefill_lengths, K, sigs,
         "quantization": quant,
         "bos_id": backbone.bos_id, "eos_ids": list(backbone.eos_ids),
         "chat_template": backbone.tokenizer.chat_template if backbone.chat else None,
+        "bos_token": backbone.tokenizer.bos_token,
         "settings": {"K": K, "source": "export default (run `mtplite calibrate` to measure)"},
     }
 

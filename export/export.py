@@ -15,8 +15,8 @@ import torch
 
 from mtplite.errors import UserError
 from mtplite.export import graphs as G
-from mtplite.export.bundle import (build_litertlm, bundle_identity, context_manifest, head_fingerprint,
-                                   llm_metadata, make_manifest, write_bench_prompts, write_tokenizer)
+from mtplite.export.bundle import (bundle_identity, context_manifest, head_fingerprint, make_manifest, pack_litertlm,
+                                   write_bench_prompts, write_tokenizer)
 from mtplite.export.contract import DRAFT_K, check_contract, draft_k_windows, read_tflite
 from mtplite.export.exactness import probe_file
 
@@ -136,9 +136,8 @@ def export(backbone, head, head_doc, out, cache_len=512, prefill_lengths=(32, 12
                                  "num_layers": standalone.c.num_layers,
                                  "signatures": read_tflite(tmp / "standalone.tflite")[0]}
         check_contract(sigs, man, where=str(out))  # refuse before anything final is written
-        llm_metadata(backbone, cache_len, tmp / "llm_metadata.textproto")
         progress("packing model.litertlm")
-        build_litertlm(tmp, tmp / "model.litertlm")
+        pack_litertlm(tmp, man, tmp / "model.litertlm")
         man["litertlm_bytes"] = (tmp / "model.litertlm").stat().st_size
         write_bench_prompts(backbone, tmp / "bench_prompts.jsonl")
         # the bundle's identity: hashes of everything the runtime reads. model.litertlm is left out on purpose:

@@ -1,6 +1,6 @@
 """The MTP drafter head: a light "late exit" block that reads the backbone's own KV cache.
 
-Contract (LiteRT-LM `mtp_drafter`, see ../shared/notes/litert-facts.md and llm_litert_mtp_drafter.cc):
+Contract (LiteRT-LM `mtp_drafter`, see LiteRT-LM llm_litert_mtp_drafter.cc):
   in  activations [1,1,2H] = concat(embedder(token), h)   h = backbone activation at the first step, then our own
                                                             projected_activations
   in  input_pos  [1]       = position of `token` (its KV is NOT in the cache yet) -- the same for all K steps

@@ -218,7 +218,15 @@ def hf_eos(tok):
 def format_prompt(backbone, text):
     """Instruction-tuned backbones see their chat template (that is how they are deployed); base models plain text."""
     if backbone.chat:
-        msgs = [{"role": "user", "content": text}]
-        s = backbone.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
-        return list(backbone.tokenizer(s, add_special_tokens=False)["input_ids"])
+        tok = backbone.tokenizer
+        return template_ids(tok, tok.chat_template, [{"role": "user", "content": text}], backbone.bos_id, tok.bos_token)
     return backbone.encode(text)
+
+
+def template_ids(tok, template, messages, bos_id, bos_token=None):
+    """Prompt ids through a chat template with BOS placed once, the same way in training, mtplite's runtime and the
+    official engine: prepended as bos_id where the backbone has one (the template's bos_token rendered empty, as the
+    engine prepends its start token), else left to the template."""
+    s = tok.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True, chat_template=template,
+                                bos_token="" if bos_id is not None else (bos_token or ""))
+    return ([bos_id] if bos_id is not None else []) + list(tok(s, add_special_tokens=False)["input_ids"])

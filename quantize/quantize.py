@@ -131,7 +131,7 @@ def quantize_bundle(src, dst, recipe_map, progress=print):
     import json
     import os
 
-    from mtplite.export.bundle import build_litertlm, bundle_identity, llm_metadata_from_manifest
+    from mtplite.export.bundle import bundle_identity, pack_litertlm
     from mtplite.export.contract import check, read_tflite
     from mtplite.export.exactness import probe_file
 
@@ -164,9 +164,7 @@ def quantize_bundle(src, dst, recipe_map, progress=print):
         man.pop("engine", None)  # the engine was timed on the source's graphs: calibrate measures these anew
         man.update(bundle_identity(tmp / "android"))
         (tmp / "android" / "manifest.json").write_text(json.dumps(man, indent=1))
-        llm_metadata_from_manifest(man, tmp / "android" / "llm_metadata.textproto")
-        build_litertlm(tmp / "android", tmp / "model.litertlm")
-        (tmp / "android" / "llm_metadata.textproto").unlink()
+        pack_litertlm(tmp / "android", man, tmp / "model.litertlm")
         os.replace(tmp, dst)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

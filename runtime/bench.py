@@ -229,11 +229,12 @@ def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "mtp+ctx", "lo
         engine = False
     if engine:
         if progress:
-            print("[bench] running model.litertlm in the official litert_lm engine (MTP off, then on)", file=sys.stderr)
+            print("[bench] running model.litertlm in the official litert_lm engine's Conversation API (MTP off, then on)",
+                  file=sys.stderr)
         from mtplite.runtime.engine import engine_summary, run_engine
 
-        result["engine"] = engine_summary(run_engine(bundle_dir, [p["prompt"] for p in prompts if p["id"] not in skipped],
-                                                     max_new, tok))
+        kept = [p["prompt"] for p in prompts if p["id"] not in skipped]
+        result["engine"] = engine_summary(run_engine(bundle_dir, kept, max_new), kept)
     result["seconds"] = time.time() - t0
     result["versions"] = versions()
     return result

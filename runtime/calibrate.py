@@ -129,7 +129,7 @@ def calibrate(out, prompts=None, threads=2, max_new=48, progress=print, n=CALIBR
         from mtplite.export.bundle import engine_verdict
         from mtplite.runtime.engine import engine_check
 
-        man["engine"] = engine_check(root, prompts, max_new, tok)
+        man["engine"] = engine_check(root, prompts, max_new)
         progress(engine_verdict(man["engine"]))
     write_text_atomic(mpath, json.dumps(man, indent=1))
     return man["settings"]

@@ -121,7 +121,7 @@ def cmd_bench(a):
 
 def add_run_args(p, max_new, what):
     """The options every command that runs a bundle over the benchmark prompts takes."""
-    p.add_argument("--prompts", help="JSONL with id/task/prompt (default ../shared/prompts/tasks.jsonl)")
+    p.add_argument("--prompts", help="JSONL with id/task/prompt (default: the benchmark prompts shipped in mtplite/data/bench_prompts.jsonl)")
     p.add_argument("--max-new-tokens", type=int, default=max_new)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--json", help=f"write the {what} here (atomically)")

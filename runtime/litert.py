@@ -433,15 +433,17 @@ def load_tokenizer(bundle_dir):
         raise UserError(f"{p / 'tokenizer.json'}: cannot load tokenizer ({str(e).splitlines()[0][:100]})") from None
 
 
-def encode(tok, man, text):
-    """Prompt ids as the backbone was trained and deployed: through its chat template when it has one (the
-    template, recorded in the manifest by export, adds its own BOS), else BOS + the plain text."""
+def encode(tok, man, prompt):
+    """Prompt ids as the backbone was trained and deployed: a string or a list of chat messages ({"role", "content"})
+    through its chat template when it has one, else BOS + the plain text (a base model continues the messages'
+    text)."""
+    from mtplite.model.load import template_ids
+
+    msgs = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
     if man.get("chat_template"):
-        tok.chat_template = man["chat_template"]
         try:
-            s = tok.apply_chat_template([{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True)
+            return template_ids(tok, man["chat_template"], msgs, man.get("bos_id"), man.get("bos_token"))
         except Exception as e:  # a template is code from a file we did not write: its failure is a user error
             raise UserError(f"manifest.json: chat_template failed to render ({str(e).splitlines()[0][:100]})") from None
-        return list(tok(s, add_special_tokens=False)["input_ids"])
-    ids = list(tok(text, add_special_tokens=False)["input_ids"])
+    ids = list(tok("".join(m["content"] for m in msgs), add_special_tokens=False)["input_ids"])
     return ([man["bos_id"]] if man.get("bos_id") is not None else []) + ids

@@ -9,9 +9,6 @@
 #   held-out τ stops rising after one epoch, and one epoch of the 1.9M-token corpus takes ~55 min, notes/PERF.md)
 #   HEAD=DIR NAME=... scripts/gemma_rebuild.sh   (export and measure DIR's head instead of training one)
 set -euo pipefail
-# the benchmark prompts are read after training: a missing ../shared/prompts/tasks.jsonl fails here, not an hour in
-python -c "import sys; from mtplite.errors import run_main; from mtplite.data.benchmark import default_prompts as d, \
-load_prompts as l; sys.exit(run_main(lambda: l(d()) and None, 'gemma_rebuild.sh'))"
 NAME=${NAME:-rebuild}; TRAIN_MIN=${TRAIN_MIN:-60}; QUANT=${QUANT:-int8-h4}; EPOCHS=${EPOCHS:-1}
 E=${MTPLITE_CACHE:-$HOME/.cache/mtplite}/experiments/$NAME
 R=results/gemma3-270m/experiments/$NAME

@@ -417,9 +417,15 @@ def test_runtime_encode_uses_the_manifest_chat_template():
     tok = tiny_tokenizer()
     raw = encode(tok, {"bos_id": 1}, "hello there")
     assert raw[0] == 1 and raw[1:] == list(tok("hello there", add_special_tokens=False)["input_ids"])
-    man = {"bos_id": 1, "chat_template": "U: {{ messages[0]['content'] }}\nA:"}
+    man = {"bos_id": 1, "chat_template": "{{ bos_token }}U: {{ messages[0]['content'] }}\nA:"}
     ids = encode(tok, man, "hello there")
-    assert ids == list(tok("U: hello there\nA:", add_special_tokens=False)["input_ids"]) and ids != raw
+    # BOS once, prepended (the template's bos_token renders empty), as the official engine places it
+    assert ids == [1] + list(tok("U: hello there\nA:", add_special_tokens=False)["input_ids"]) and ids != raw
+    # no bos_id: the template places the manifest's bos_token itself
+    ids = encode(tok, {**man, "bos_id": None, "bos_token": "<bos>"}, "hello there")
+    assert ids == [1] + list(tok("U: hello there\nA:", add_special_tokens=False)["input_ids"])
+    # a message list renders the same as the string it holds
+    assert encode(tok, man, [{"role": "user", "content": "hello there"}]) == encode(tok, man, "hello there")
     with pytest.raises(UserError):
         encode(tok, {"chat_template": "{{ raise_exception('no') }}"}, "x")
 

@@ -272,7 +272,7 @@ def test_budget_and_eos_on_litert():
     assert r["tokens"] == p["tokens"] and r["stop_reason"] == "cache_full" and len(r["tokens"]) == 7  # C - P + 1
 
 
-ENGINE = r"""
+CONVERSE = r"""
 import json, sys, litert_lm
 path, prompts, n = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
 with litert_lm.ModelInfo(path) as mi:
@@ -282,30 +282,69 @@ rows = []
 for p in prompts:
     out = {}
     for on in (False, True):
-        s = eng.create_session(apply_prompt_template=False, max_output_tokens=n, enable_speculative_decoding=on)
-        s.run_prefill([p]); out[on] = s.run_decode().texts[0]; s.close()
-    rows.append([out[False], out[True]])
+        c = eng.create_conversation(max_output_tokens=n, enable_speculative_decoding=on)
+        out["rendered"] = c.render_message_to_string(p)
+        out[on] = "".join(x["text"] for x in c.send_message(p).to_json()["content"] if x["type"] == "text")
+        c.close()
+    rows.append([out[False], out[True], out["rendered"]])
 print("RESULT " + json.dumps({"spec": spec, "rows": rows}))
 """
 
 
-@pytest.mark.parametrize("spec", ["tiny:gemma3", "tiny:qwen3", "tiny:llama"])  # tiny:llama's drafter has the copy read
-def test_official_engine_runs_bundle(spec, tmp_path):
-    bb, head, *_ = trained(spec)
-    out = bundle(spec)
-    prompts = PROMPTS[:10]
-    r = subprocess.run([sys.executable, "-c", ENGINE, str(out / "model.litertlm"), json.dumps(prompts), "16",
-                        str(tmp_path)], capture_output=True, text=True, timeout=600)
+def converse(litertlm, prompts, n, tmp):
+    """The official engine's Conversation API (as apps call it) on each prompt, MTP off and on."""
+    r = subprocess.run([sys.executable, "-c", CONVERSE, str(litertlm), json.dumps(prompts), str(n), str(tmp)],
+                       capture_output=True, text=True, timeout=600)
     line = [l for l in r.stdout.splitlines() if l.startswith("RESULT ")]
     assert line, r.stderr[-2000:]
-    res = json.loads(line[0][7:])
+    return json.loads(line[0][7:])
+
+
+@pytest.mark.parametrize("spec", ["tiny:gemma3", "tiny:qwen3", "tiny:llama"])  # tiny:llama's drafter has the copy read
+def test_official_engine_conversation_runs_bundle(spec, tmp_path):
+    """An app's path: Engine + create_conversation + send_message on the bundle, MTP off and on. A base model's user
+    message reaches the model as its raw text (BOS + text, as mtplite's runtime feeds it), so MTP off is the torch
+    reference's greedy text."""
+    bb, head, *_ = trained(spec)
+    out = bundle(spec)
+    prompts = PROMPTS[:8]
+    res = converse(out / "model.litertlm", prompts, 16, tmp_path)
     assert res["spec"] is True
-    for p, (off, on) in zip(prompts, res["rows"]):
+    for p, (off, on, rendered) in zip(prompts, res["rows"]):
+        assert rendered == p
         ref = G.run(bb.encode(p), G.torch_steps(bb, head, C), max_new_tokens=16, eos_ids=set(bb.eos_ids), K=3,
                     cache_len=C)
-        ref_text = bb.tokenizer.decode(ref["tokens"], skip_special_tokens=False)
-        assert off == ref_text, p
+        assert off == bb.tokenizer.decode(ref["tokens"], skip_special_tokens=False), p
         # litert_lm 0.18.1 may emit up to K tokens past max_output_tokens with MTP on; the overlap must match
+        assert on.startswith(off) or off.startswith(on), (p, off, on)
+
+
+CHAT = ("{{ bos_token }}{% for m in messages %}<{{ m['role'] }}> {{ m['content'] }}\n{% endfor %}"
+        "{% if add_generation_prompt %}<assistant>{% endif %}")
+
+
+def test_official_engine_conversation_applies_the_chat_template(tmp_path):
+    """An instruction-tuned backbone's bundle carries its chat template into the .litertlm: the engine renders a user
+    message exactly as mtplite's runtime encodes it, and answers with the runtime's text, MTP off and on."""
+    from mtplite.export.bundle import pack_litertlm
+    from mtplite.runtime.litert import Bundle, encode, load_tokenizer
+
+    out = _copy(bundle("tiny:llama"), tmp_path / "chat")
+    man_path = out / "android" / "manifest.json"
+    man = {**json.loads(man_path.read_text()), "chat_template": CHAT, "bos_token": "<bos>"}
+    man_path.write_text(json.dumps(man))
+    pack_litertlm(out / "android", man, out / "model.litertlm")
+    prompts = PROMPTS[:5]
+    res = converse(out / "model.litertlm", prompts, 12, tmp_path)
+    tok = load_tokenizer(out)
+    b = Bundle(out, threads=1)
+    for p, (off, on, rendered) in zip(prompts, res["rows"]):
+        ids = encode(tok, man, p)
+        # the runtime places BOS as the engine does: its start token, then the template with bos_token empty
+        assert rendered == f"<user> {p}\n<assistant>" and ids[0] == man["bos_id"] == 1
+        assert ids[1:] == list(tok(rendered, add_special_tokens=False)["input_ids"])
+        r = G.run(ids, b.steps(), max_new_tokens=12, eos_ids=set(man["eos_ids"]), K=0, cache_len=b.C)
+        assert off == tok.decode(r["tokens"], skip_special_tokens=False), p
         assert on.startswith(off) or off.startswith(on), (p, off, on)
 
 
@@ -344,19 +383,11 @@ def test_inspect_accepts_and_refuses(tmp_path):
     with pytest.raises(UserError):
         inspect_bundle(bad)
     # a bundle without the MTP_DRAFTER section
-    from litert_lm_builder import LitertLmFileBuilder, TfLiteModelType
-
-    from mtplite.export.bundle import llm_metadata
+    from mtplite.export.bundle import pack_litertlm
 
     bad = _copy(good, tmp_path / "nosection")
-    llm_metadata(bb, C, tmp_path / "m.textproto")
-    b = LitertLmFileBuilder()
-    b.add_llm_metadata(str(tmp_path / "m.textproto"))
-    b.add_hf_tokenizer(str(bad / "android" / "tokenizer.json"))
-    b.add_tflite_model(str(bad / "android" / "backbone.tflite"), TfLiteModelType.PREFILL_DECODE)
-    b.add_tflite_model(str(bad / "android" / "embedder.tflite"), TfLiteModelType.EMBEDDER)
-    with open(bad / "model.litertlm", "wb") as fh:
-        b.build(fh)
+    pack_litertlm(bad / "android", json.loads((bad / "android" / "manifest.json").read_text()), bad / "model.litertlm",
+                  drafter=False)
     with pytest.raises(UserError) as e:
         inspect_bundle(bad)
     assert "tf_lite_mtp_drafter" in str(e.value)
@@ -620,7 +651,7 @@ def test_calibrate_records_the_engine_and_offers_a_bundle_without_the_drafter(tm
                                 "engine_mtp": {"decode_tokens_per_s": 10.0 * ratio, "texts": ["x"]}}
 
     monkeypatch.setattr(E, "run_engine", engine_at(0.8))
-    rec = E.engine_check(out, [{"prompt": p} for p in PROMPTS[:2]], 8, None)
+    rec = E.engine_check(out, [{"prompt": p} for p in PROMPTS[:2]], 8)
     assert not rec["pays"] and rec["variant"] == NO_DRAFTER and rec["mtp_over_plain"] == 0.8
     types = [s["model_type"] for s in litertlm_sections(out / NO_DRAFTER) if s["model_type"]]
     assert "tf_lite_mtp_drafter" not in types and {"tf_lite_prefill_decode", "tf_lite_embedder"} <= set(types)
@@ -650,5 +681,5 @@ def test_calibrate_records_the_engine_and_offers_a_bundle_without_the_drafter(tm
         inspect_bundle(out)
     # where MTP pays, the variant goes (a stale one would contradict the record)
     monkeypatch.setattr(E, "run_engine", engine_at(1.3))
-    rec = E.engine_check(out, [{"prompt": p} for p in PROMPTS[:2]], 8, None)
+    rec = E.engine_check(out, [{"prompt": p} for p in PROMPTS[:2]], 8)
     assert rec["pays"] and "variant" not in rec and not (out / NO_DRAFTER).exists()

@@ -1,7 +1,7 @@
 """The shipped self-distillation prompt corpus.
 
 Built deterministically from formats and topics that share no template with the benchmark prompts in
-../shared/prompts/tasks.jsonl (those are for evaluation only): different framings ("TL;DR", "Key points", chat
+mtplite/data/bench_prompts.jsonl (those are for evaluation only): different framings ("TL;DR", "Key points", chat
 turns, emails, comments-first code, dash lists, ...) over a wide topic list, so the head learns the backbone, not a
 template. Every prompt carries a `task` label from the same six task types so results can be broken down.
 """

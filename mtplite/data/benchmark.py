@@ -1,4 +1,8 @@
-"""The benchmark prompts: JSONL rows of id, task and prompt, read by bench, calibrate, soak and export."""
+"""The benchmark prompts: JSONL rows of id, task and prompt, read by bench, calibrate, soak and export.
+
+The default set ships in the package (bench_prompts.jsonl) so a plain clone or a wheel benchmarks without anything
+beside it; no training prompt shares a framing with it (tests/test_core.py).
+"""
 import json
 from pathlib import Path
 
@@ -25,9 +29,8 @@ def load_prompts(path):
     return rows
 
 
+BENCH_PROMPTS = Path(__file__).with_name("bench_prompts.jsonl")
+
+
 def default_prompts():
-    here = Path(__file__).resolve().parents[2] / ".." / "shared" / "prompts" / "tasks.jsonl"
-    for cand in (Path.cwd() / ".." / "shared" / "prompts" / "tasks.jsonl", here):
-        if cand.is_file():
-            return cand
-    raise UserError("no --prompts FILE given and ../shared/prompts/tasks.jsonl not found")
+    return BENCH_PROMPTS

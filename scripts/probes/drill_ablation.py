@@ -89,7 +89,7 @@ def main():
     ap.add_argument("--max-new", type=int, default=96)
     ap.add_argument("--k", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0, help="training seed of both heads (the held-out split stays fixed)")
-    ap.add_argument("--prompts", help="benchmark prompts JSONL (default ../shared/prompts/tasks.jsonl)")
+    ap.add_argument("--prompts", help="benchmark prompts JSONL (default: the benchmark prompts shipped in mtplite/data/bench_prompts.jsonl)")
     ap.add_argument("--compare", choices=tuple(ARMS), default="drills")
     ap.add_argument("--copy-heads", type=int, default=2, help="pointer heads of arm B under --compare copy")
     ap.add_argument("--json")
