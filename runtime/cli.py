@@ -5,24 +5,6 @@ import sys
 from mtplite.errors import UserError
 
 
-def settings_K(man, mtp_requested):
-    """The K the runtime will use, and why. Speculation never switches itself off silently."""
-    s = man.get("settings") or {}
-    k = s.get("K", man["K"])
-    if not mtp_requested:
-        return 0, "plain decoding (--no-mtp)"
-    if s.get("draft") == "off":
-        return 0, f"drafting off: `mtplite calibrate` measured no speedup on this device ({s.get('reason', 'see manifest')})"
-    if not isinstance(k, int) or not 1 <= k <= man["K"]:
-        return man["K"], f"settings.K={k!r} invalid; using the exported K={man['K']}"
-    return k, f"MTP with K={k} ({s.get('source', 'export default')})"
-
-
-def settings_draft(man):
-    """Who drafts by default: calibrate's choice (settings.draft), else the head."""
-    return (man.get("settings") or {}).get("draft") or "mtp"
-
-
 def print_result(text, res, K, a, extra=None):
     """What `mtplite generate` prints (torch reference or bundle): the text, or with --json the whole record."""
     from mtplite.model.generate import summary
@@ -43,45 +25,40 @@ def print_result(text, res, K, a, extra=None):
 
 
 def generate_bundle(a):
-    from mtplite.model import generate as G
-    from mtplite.runtime.litert import Bundle, encode, load_tokenizer
-    from mtplite.runtime.lookup import DRAFT_WHO, drafting, source_counts
+    """`mtplite generate OUT`: a thin CLI over the Python API (runtime/api.py)."""
+    from mtplite.runtime.api import load
 
-    b = Bundle(a.bundle, threads=a.threads, mtp=not a.no_mtp, exact=a.exact or None, context=not a.no_context)
-    tok = load_tokenizer(a.bundle)
-    K, why = settings_K(b.man, not a.no_mtp)
-    if a.k and not a.no_mtp:
-        if a.k != b.K:
-            raise UserError(f"--k {a.k}: this bundle's verify graph checks exactly K={b.K} drafts; re-export with --k")
-        K, why = a.k, f"MTP with K={a.k} (--k)"
-    print(f"mtplite: {why}", file=sys.stderr)
-    ids = encode(tok, b.man, a.prompt)
-    if len(ids) >= b.C:
-        raise UserError(f"prompt is {len(ids)} tokens but the bundle's cache holds {b.C}; shorten it or re-export "
-                        f"with a larger --cache-length")
-    stop = (lambda out: any(s in tok.decode(out, skip_special_tokens=True) for s in a.stop)) if a.stop else None
-    on_tok = None
+    if a.stream and a.json:
+        raise UserError("--stream prints the text as it comes and --json prints one record at the end: choose one")
+    m = load(a.bundle, threads=a.threads, draft="off" if a.no_mtp else a.draft, gate=not a.no_gate,
+             context=not a.no_context, exact=a.exact)
+    if a.k and m.K:
+        if a.k != m.bundle.K:
+            raise UserError(f"--k {a.k}: this bundle's verify graph checks exactly K={m.bundle.K} drafts; re-export "
+                            "with --k")
+        m.K, m.why = a.k, f"{m.draft} drafting, K={a.k} (--k)"
+    print(f"mtplite: {m.why}" + (f", the head's drafts gated at p >= {m.min_prob} (settings.min_prob)"
+                                  if m.K and m.min_prob else ""), file=sys.stderr)
+    kw = dict(max_new_tokens=a.max_new_tokens, temperature=a.temperature, top_k=a.top_k, top_p=a.top_p, seed=a.seed,
+              stop=a.stop)
     if a.stream:
-        on_tok = lambda t: print(tok.decode([t], skip_special_tokens=True), end="", flush=True, file=sys.stderr)
-    draft = settings_draft(b.man) if a.draft == "auto" else a.draft
-    # the head drafts only while it is as sure as calibrate found pays (settings.min_prob), as the Android app runs it
-    b.min_prob = 0.0 if a.no_gate or draft == "lookup" else b.calibrated_min_prob()
-    if K:
-        print(f"mtplite: drafting with {DRAFT_WHO[draft].format(n=b.hybrid_min_ngram())}"
-              + (" (settings.draft)" if a.draft == "auto" and draft != "mtp" else "")
-              + (f", the head's drafts gated at p >= {b.min_prob} (settings.min_prob)" if b.min_prob else ""),
-              file=sys.stderr)
-    from mtplite.model.sampling import from_args
-
-    steps, on_tok, source = drafting(b.steps(from_args(a)), ids, draft if K else "mtp", b.hybrid_min_ngram(), on_tok)
-    res = G.run(ids, steps, max_new_tokens=a.max_new_tokens, eos_ids=set(b.man["eos_ids"]), K=K, cache_len=b.C,
-                should_stop=stop, on_token=on_tok)
-    n = len(res["tokens"])
-    dec_s = res["total_s"] - res["ttft_s"]
-    extra = {"ttft_s": res["ttft_s"], "decode_tokens_per_s": (n - 1) / dec_s if n > 1 and dec_s > 0 else None,
-             "runtime": "litert", "stop_reason": res["stop_reason"], "draft": draft if K else None,
-             **source_counts(source, res["trace"])}
-    print_result(tok.decode(res["tokens"], skip_special_tokens=True), res, K, a, extra)
+        for piece in m.generate(a.prompt, stream=True, **kw):
+            print(piece, end="", flush=True)
+        print()
+        g = m.last
+    else:
+        g = m.generate(a.prompt, **kw)
+    doc = {"text": g.text, "tokens": g.tokens, "stop_reason": g.stop_reason, "tokens_per_s": g.tokens_per_s,
+           "decode_tokens_per_s": g.tokens_per_s, "ttft_s": g.ttft_s, "accept_length": g.accept_length,
+           "mtp": g.K > 0, "K": g.K, "draft": g.draft, "runtime": "litert", **g.stats}
+    if a.json:
+        print(json.dumps(doc))
+        return
+    if not a.stream:
+        print(g.text)
+    speed = f", {g.tokens_per_s:.1f} tok/s" if g.tokens_per_s else ""
+    acc = f", accept length {g.accept_length:.2f} over {g.stats['cycles']} cycles" if g.accept_length else ""
+    print(f"[{len(g.tokens)} tokens{speed}{acc}; stopped: {g.stop_reason}]", file=sys.stderr)
 
 
 MODES = ("plain", "mtp", "lookup", "hybrid", "mtp+gate", "hybrid+gate", "standalone", "mtp+ctx", "hybrid+ctx",

@@ -109,3 +109,21 @@ def test_product_code_cites_no_work_log_entries():
             if re.search(r"\bsessions? \d+|issue #\d+|#\d+'s\b", line):
                 hits.append(f"{f.relative_to(ROOT)}:{i}: {line.strip()}")
     assert not hits, "\n".join(hits)
+
+
+def test_nothing_reads_files_beside_the_repository():
+    """A plain clone has nothing beside it: no product code, test, script, Kotlin source, CI step or README command
+    may name the parent's shared folder."""
+    parent = ".." + "/" + "shared"
+    hits = []
+    for f in sorted(ROOT.rglob("*")):
+        if f.suffix in (".py", ".sh", ".kt", ".kts", ".gradle", ".toml") or f.name in ("run", "README.md"):
+            if ".git" in f.parts or "build" in f.parts:
+                continue
+            for i, line in enumerate(f.read_text(errors="replace").splitlines(), 1):
+                if parent in line:
+                    hits.append(f"{f.relative_to(ROOT)}:{i}: {line.strip()}")
+    assert not hits, "\n".join(hits)
+    from mtplite.data.benchmark import default_prompts, load_prompts
+
+    assert default_prompts().is_relative_to(ROOT / "mtplite") and len(load_prompts(default_prompts())) >= 32
