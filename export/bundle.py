@@ -91,15 +91,13 @@ def build_litertlm_without_drafter(bundle_dir, out_file):
         pack_litertlm(d / "android", man, part, drafter=False)
 
 
-def write_bench_prompts(backbone, path):
-    """The benchmark prompts pre-tokenized for the Android demo (it has no HF tokenizer)."""
+def write_bench_prompts(backbone, path, prompts=None):
+    """The benchmark prompts (or the head's held-out app prompts) pre-tokenized for the Android demo (it has no HF
+    tokenizer)."""
     from mtplite.data.benchmark import default_prompts, load_prompts
     from mtplite.model.load import format_prompt
 
-    try:
-        prompts = load_prompts(default_prompts())
-    except UserError:
-        prompts = [{"id": "demo-0", "task": "freeform", "prompt": "The three primary colors are"}]
+    prompts = prompts or load_prompts(default_prompts())
     with open(path, "w") as f:
         for p in prompts:
             f.write(json.dumps({"id": p["id"], "task": p["task"], "ids": format_prompt(backbone, p["prompt"])}) + "\n")
@@ -128,6 +126,8 @@ def make_manifest(backbone, head, head_doc, cache_len, prefill_lengths, K, sigs,
         "head_fingerprint": head_doc.get("head_fingerprint"), "head_target_quant": head_doc.get("target_quant"),
         "head_split": head_doc.get("split"),
         "head_val_templates": head_doc.get("val_templates"),
+        # the head's held-out share of the user's own prompts: what calibrate, bench and the phone measure it on
+        "eval_prompts": head_doc.get("eval_prompts"), "prompts_file": head_doc.get("prompts_file"),
         "family": c.family,
         "K": K, "cache_length": cache_len, "prefill_lengths": list(prefill_lengths), "vocab_size": c.vocab_size,
         "draft_vocab_size": head.c.draft_vocab_size, "hidden_size": c.hidden_size, "num_layers": c.num_layers,

@@ -139,7 +139,7 @@ def export(backbone, head, head_doc, out, cache_len=512, prefill_lengths=(32, 12
         progress("packing model.litertlm")
         pack_litertlm(tmp, man, tmp / "model.litertlm")
         man["litertlm_bytes"] = (tmp / "model.litertlm").stat().st_size
-        write_bench_prompts(backbone, tmp / "bench_prompts.jsonl")
+        write_bench_prompts(backbone, tmp / "bench_prompts.jsonl", head_doc.get("eval_prompts"))
         # the bundle's identity: hashes of everything the runtime reads. model.litertlm is left out on purpose:
         # litert-lm-builder stamps a fresh uuid4 and creation time into its system metadata on every build, so it
         # is the only output that differs between two exports of the same head (tests/test_reliability.py)

@@ -215,12 +215,14 @@ def hf_eos(tok):
     return ids
 
 
-def format_prompt(backbone, text):
-    """Instruction-tuned backbones see their chat template (that is how they are deployed); base models plain text."""
+def format_prompt(backbone, prompt):
+    """Instruction-tuned backbones see their chat template (that is how they are deployed); base models plain text.
+    `prompt`: a string (one user message) or a list of chat messages ({"role", "content"})."""
+    msgs = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
     if backbone.chat:
         tok = backbone.tokenizer
-        return template_ids(tok, tok.chat_template, [{"role": "user", "content": text}], backbone.bos_id, tok.bos_token)
-    return backbone.encode(text)
+        return template_ids(tok, tok.chat_template, msgs, backbone.bos_id, tok.bos_token)
+    return backbone.encode("".join(m["content"] for m in msgs))
 
 
 def template_ids(tok, template, messages, bos_id, bos_token=None):

@@ -51,6 +51,10 @@ def cmd_train(a):
     check_copy_heads(a.copy_heads)
     check_context(a.context)
     a.copy_exact = _copy_exact(a.copy_exact, a.copy_heads)
+    from mtplite.train.corpus_cli import app_split
+
+    check_paths(data=a.data, init_head=a.init_head)
+    a.app = app_split(a.prompts)  # a bad prompt file fails before the backbone loads
     torch.manual_seed(a.seed)
     torch.set_num_threads(a.threads or torch.get_num_threads())
     dev = pick_device(a.device)
@@ -67,6 +71,7 @@ def _train(a, bb, t0, dtype):
     from mtplite.data import training_prompts
     from mtplite.errors import UserError
     from mtplite.model.head import load_head
+    from mtplite.train.corpus_cli import app_meta
     from mtplite.train.pipeline import build_head, distill_cache, generated_tokens, standalone_baseline, training_rows
 
     budget = a.budget_minutes * 60 if a.budget_minutes else None
@@ -78,7 +83,9 @@ def _train(a, bb, t0, dtype):
         tq = parse_recipe(a.target_quant)
     # greedy data depends on the numerics it came from: a quantized target gets its own cache file
     cache = distill_cache(bb, a.max_new, "" if not tq else "-q-" + "-".join(f"{g}{r}" for g, r in sorted(tq.items())))
-    corpus, prompts = [], training_prompts(seed=a.seed, limit=a.prompts)
+    corpus = []
+    # the user's own prompts (their held-out share never trained on) replace the built-in ones
+    prompts = a.app[0][: a.prompt_limit or None] if a.app else training_prompts(seed=a.seed, limit=a.prompt_limit)
     if a.data:  # committed corpora replace this run's distillation; checked against the backbone first
         from mtplite.data.corpus import load_corpus
         from mtplite.train.distill import check_corpus
@@ -93,7 +100,8 @@ def _train(a, bb, t0, dtype):
         if not corpus:
             raise UserError(f"{' '.join(a.data)}: no corpus rows (shard-*.npz) found")
         check_corpus(bb, corpus, metas)
-        prompts = []
+        if not a.app:
+            prompts = []
     bb.model.to(dtype)
     if tq:  # the in-memory copy only; the backbone on disk and its fingerprint stay the float ones
         fake_quantize_backbone_(bb.model, tq)
@@ -121,7 +129,7 @@ def _train(a, bb, t0, dtype):
         print("mtplite: keeping the trained head in --out; training only the standalone baseline", file=sys.stderr)
     if head is None:
         meta = {"backbone": a.backbone, "target_quant": tq, "init_head": a.init_head, "all_cached": a.all_cached,
-                "data": a.data}
+                "data": a.data, **app_meta(a.app, metas if a.data else [])}
         head, doc, train_rows = build_head(
             bb, rows, a.out, meta, seed=a.seed, held=held, budget_s=left, log=lambda s: print(s, file=sys.stderr),
             K=a.k, draft_vocab_size=a.draft_vocab, read_layers=a.read_layers, copy_heads=a.copy_heads,
@@ -134,6 +142,20 @@ def _train(a, bb, t0, dtype):
     if a.standalone is not None:
         standalone_baseline(bb, train_rows, head, a.out, a.standalone, epochs=a.epochs, seed=a.seed)
         print(json.dumps({"out": a.out, "standalone": "standalone.safetensors", "seconds": round(time.time() - t0, 1)}))
+
+
+def check_paths(data=None, init_head=None, head=None):
+    """--data / --init-head / --head paths named by the flag the user typed, before any backbone loads."""
+    from pathlib import Path
+
+    from mtplite.errors import UserError
+
+    for d in data or []:
+        if not Path(d).exists():
+            raise UserError(f"--data {d}: no such corpus folder or shard (e.g. corpora/gemma3-270m)")
+    for flag, d in (("--init-head", init_head), ("--head", head)):
+        if d and not (Path(d) / "head.json").is_file():
+            raise UserError(f"{flag} {d}: no head.json there; give the directory `mtplite train` wrote")
 
 
 def _layers(spec, bb):
@@ -172,6 +194,7 @@ def cmd_generate(a):
     from mtplite.model.head import load_head
     from mtplite.model.load import load_backbone
 
+    check_paths(head=None if a.no_mtp else a.head)
     bb = load_backbone(a.backbone)
     head, K = None, 0
     if not a.no_mtp:
@@ -224,6 +247,7 @@ def cmd_export(a):
         raise UserError("--prefill-lengths: give at least one positive length")
     log = lambda s: print(f"[export] {s}", file=sys.stderr)
     quantize = quantizer(parse_recipe(a.quant), log)
+    check_paths(head=a.head)
     bb = load_backbone(a.backbone)
     head, doc = load_head(a.head, bb.fingerprint)
     check_copy_heads(head.c.copy_heads, f"{a.head}/head.json: copy_heads")
@@ -255,7 +279,11 @@ def main(argv=None):
                    help="nats added to the copy read's pointer where it reads a token near-exactly (auto = chosen "
                         "from 0, 2, 4, 8, 16 on the held-out rows after training; a number sets it; needs --copy-heads)")
     t.add_argument("--budget-minutes", type=float, default=None)
-    t.add_argument("--prompts", type=int, default=None, help="limit the prompt corpus")
+    t.add_argument("--prompts", metavar="FILE", help="train on your own prompts instead of the built-in ones: JSONL, "
+                   "one {'prompt': ...} or {'messages': [...]} a line (optional 'task'); 10%% are held out, and "
+                   "calibrate, bench and the phone measure the head on them")
+    t.add_argument("--prompt-limit", type=int, default=None, metavar="N",
+                   help="distil at most the first N prompts (default: all)")
     # measured options off the default path; notes/PERF.md has what each gained and cost
     x = t.add_argument_group("experimental", "off by default: measured in notes/PERF.md, not (yet) on the main path")
     x.add_argument("--echo", type=int, default=0,

@@ -37,11 +37,16 @@ def cmd_quickstart(a):
     quick = a.quick
     check_copy_heads(a.copy_heads)
     check_echo(a.echo)
-    # the bench reads the prompts last: a missing file fails now, not after training
-    prompts = load_prompts(a.prompts or default_prompts())
+    from mtplite.train.corpus_cli import app_meta, app_split
+
+    # the user's own prompts (a bad file fails now, not after training): trained on, less a held-out share the bundle
+    # is measured on; without them the built-in prompts, measured on the benchmark prompts
+    app = app_split(a.prompts)
+    prompts = app[1] if app else load_prompts(default_prompts())
     budget = a.budget_minutes or (2.5 if quick else 45)  # --quick: export int8 alone takes ~5.6 min here
     root = Path(a.dir) if a.dir else cache_dir() / "quickstart" / (a.backbone.replace(":", "-").replace("/", "_")
-                                                                      + ("-quick" if quick else ""))
+                                                                      + ("-quick" if quick else "")
+                                                                      + (f"-{Path(a.prompts).stem}" if app else ""))
     root.mkdir(parents=True, exist_ok=True)
     if quick:
         log("--quick: a small training budget; expect a lower accept length than the full run")
@@ -81,7 +86,8 @@ def cmd_quickstart(a):
         work = dataclasses.replace(bb, model=copy.deepcopy(bb.model).to(dtype)) if dtype == torch.bfloat16 else bb
         work.model.to(dev)
         with dev:  # as in `mtplite train`: every tensor distill/train create lands on dev
-            rows = training_rows(work, corpus, training_prompts(limit=300 if quick else None), distill_cache(bb),
+            todo = app[0] if app else training_prompts(limit=300 if quick else None)
+            rows = training_rows(work, corpus, todo, distill_cache(bb),
                                  dtype=dtype, budget_s=budget * 60 * share, echo=a.echo)
             t = lap("distill", t)
             log(f"training data: {len(rows)} rows ({len(corpus)} from the committed corpus), "
@@ -89,7 +95,8 @@ def cmd_quickstart(a):
                 f"to {max(budget * 60 - (time.time() - t0), 30) / 60:.0f} min")
             left = budget * 60 - (time.time() - t0)
             head, doc, train_rows = build_head(
-                work, rows, head_dir, {"backbone": a.backbone, "corpus_rows": len(corpus)}, budget_s=max(left, 30),
+                work, rows, head_dir, {"backbone": a.backbone, "corpus_rows": len(corpus), **app_meta(app)},
+                budget_s=max(left, 30),
                 log=log, K=a.k, draft_vocab_size=a.draft_vocab, epochs=6, batch=8, lr=1e-3, dtype=dtype,
                 copy_heads=a.copy_heads, context=CONTEXT, copy_exact="auto")
         del work
@@ -122,7 +129,7 @@ def cmd_quickstart(a):
     else:
         log("bundle already exported: reusing it")
     del bb
-    if quick:
+    if quick and not app:
         prompts = prompts[::3]
     man = json.loads(man_path.read_text())
     if fresh or (man.get("settings") or {}).get("source") != "mtplite calibrate":
@@ -233,7 +240,9 @@ def register(sub):
                    help="also distill this many prompts framing the backbone's own continuations (varied styles)")
     q.add_argument("--max-new-tokens", type=int, default=64, help="tokens per benchmark prompt")
     q.add_argument("--cache-length", type=int, default=512)
-    q.add_argument("--prompts")
+    q.add_argument("--prompts", metavar="FILE", help="train on your own prompts: JSONL, one {'prompt': ...} or "
+                   "{'messages': [...]} a line; the bench runs on the 10%% held out (default: the built-in training "
+                   "prompts, benched on mtplite/data/bench_prompts.jsonl)")
     q.add_argument("--threads", type=int, default=2)
     q.add_argument("--device", default="auto", help="where to distill + train: auto (CUDA when present) | cpu | cuda")
     q.add_argument("--dtype", default="auto", help="distil + train in: auto (bf16 where measured faster) | float32 | bfloat16")

@@ -56,8 +56,9 @@ def calibrate(out, prompts=None, threads=2, max_new=48, progress=print, n=CALIBR
     b = Bundle(out, threads=threads, mtp=True, context=True)
     tok = load_tokenizer(out)
     K = b.K
-    if prompts is None:
-        prompts = calibration_prompts(n, b.man.get("head_split"), b.man.get("head_val_templates"))
+    if prompts is None:  # the user's held-out prompts where the head was trained on theirs
+        prompts = (b.man.get("eval_prompts") or [])[:n] or calibration_prompts(n, b.man.get("head_split"),
+                                                                                 b.man.get("head_val_templates"))
 
     def timeit(fn, n=15):
         fn()
@@ -241,10 +242,12 @@ def cmd_calibrate(a):
 def register(sub):
     c = sub.add_parser("calibrate", help="measure step costs + acceptance here and choose who drafts (or off)")
     c.add_argument("out")
-    c.add_argument("--prompts", help="JSONL (default: held-out training templates, never the benchmark prompts)")
+    c.add_argument("--prompts", metavar="FILE", help="JSONL of prompts to calibrate on (default: the prompts the head "
+                   "held out of its --prompts file, else prompts of the training templates it held out; never the "
+                   "benchmark prompts)")
     c.add_argument("--limit", type=int, default=CALIBRATION_PROMPTS,
-                   help="prompts to calibrate on (default: held-out templates, taken in turn per task)")
-    c.add_argument("--threads", type=int, default=2)
+                   help=f"prompts to calibrate on (default {CALIBRATION_PROMPTS}, taken in turn per task)")
+    c.add_argument("--threads", type=int, default=2, help="CPU threads for LiteRT (default 2)")
     c.add_argument("--no-engine", action="store_true",
                    help="skip timing the official litert_lm engine with MTP on and off (the manifest's `engine`)")
     c.set_defaults(fn=cmd_calibrate)

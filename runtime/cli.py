@@ -69,9 +69,9 @@ DEFAULT_MODES = ("plain", "mtp", "mtp+ctx", "lookup", "hybrid", "hybrid+ctx", "m
 def cmd_bench(a):
     from mtplite.paths import write_text_atomic
     from mtplite.runtime.bench import bench, markdown, plot
-    from mtplite.data.benchmark import default_prompts, load_prompts
+    from mtplite.data.benchmark import bundle_prompts
 
-    prompts = load_prompts(a.prompts or default_prompts())
+    prompts = bundle_prompts(a.out, a.prompts)
     if a.limit:
         prompts = prompts[: a.limit]
     modes = tuple(m.strip() for m in a.modes.split(",") if m.strip())
@@ -98,7 +98,10 @@ def cmd_bench(a):
 
 def add_run_args(p, max_new, what):
     """The options every command that runs a bundle over the benchmark prompts takes."""
-    p.add_argument("--prompts", help="JSONL with id/task/prompt (default: the benchmark prompts shipped in mtplite/data/bench_prompts.jsonl)")
+    p.add_argument("--prompts", metavar="FILE",
+                   help="JSONL of prompts ({'prompt': ...} or {'messages': [...]}, optional 'id' and 'task') to run on, "
+                        "every line (default: the prompts the head held out of its --prompts file, else the benchmark "
+                        "prompts in mtplite/data/bench_prompts.jsonl)")
     p.add_argument("--max-new-tokens", type=int, default=max_new)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--json", help=f"write the {what} here (atomically)")

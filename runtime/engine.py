@@ -38,7 +38,8 @@ for mode in modes:
     eng = litert_lm.Engine(path, backend=litert_lm.Backend.CPU(), cache_dir=cache, enable_benchmark=True)
     rows = []
     for m in msgs:
-        conv = eng.create_conversation(max_output_tokens=n, **spec(mode))
+        past, m = (m[:-1], m[-1]) if isinstance(m, list) else ([], m)  # a conversation: its history, then its turn
+        conv = eng.create_conversation(messages=past or None, max_output_tokens=n, **spec(mode))
         c = time.process_time(); t = time.perf_counter()
         reply = conv.send_message(m).to_json()
         wall, cpu = time.perf_counter() - t, time.process_time() - c

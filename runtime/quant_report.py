@@ -115,9 +115,9 @@ def register(sub):
 
 def cmd_quant_report(a):
     from mtplite.paths import write_text_atomic
-    from mtplite.data.benchmark import default_prompts, load_prompts
+    from mtplite.data.benchmark import bundle_prompts
 
-    rep = quant_report(a.float_out, a.quant_outs, load_prompts(a.prompts or default_prompts()),
+    rep = quant_report(a.float_out, a.quant_outs, bundle_prompts(a.float_out, a.prompts),
                        max_new=a.max_new_tokens, threads=a.threads)
     if a.json:
         write_text_atomic(a.json, json.dumps(rep, indent=1))

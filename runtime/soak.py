@@ -63,11 +63,11 @@ def register(sub):
 
 def cmd_soak(a):
     from mtplite.paths import write_text_atomic
-    from mtplite.data.benchmark import default_prompts, load_prompts
+    from mtplite.data.benchmark import bundle_prompts
 
     if a.n < 2:
         raise UserError(f"--n {a.n}: a soak needs at least 2 generations")
-    prompts = load_prompts(a.prompts or default_prompts())
+    prompts = bundle_prompts(a.out, a.prompts)
     res = soak(a.out, prompts, n=a.n, max_new=a.max_new_tokens, threads=a.threads)
     text = json.dumps(res, indent=1)
     if a.json:

@@ -27,13 +27,13 @@ distill_with_echo(bb, training_prompts(seed=0, limit=2600), path, echo=2600, see
 distill(bb, program_prompts(seed=0) + training_prompts(seed=0, limit=8000)[2600:], path, **kw)
 PY
 # 2. the head on the first 5,200 rows, then more steps, then with the context draft space (session 17)
-mtplite train "${COMMON[@]}" --out "$E/echo/head" --prompts 2600 --echo 2600 --budget-minutes 40
-mtplite train "${COMMON[@]}" --out "$E/echo2/head" --prompts 2600 --echo 2600 --init-head "$E/echo/head" \
+mtplite train "${COMMON[@]}" --out "$E/echo/head" --prompt-limit 2600 --echo 2600 --budget-minutes 40
+mtplite train "${COMMON[@]}" --out "$E/echo2/head" --prompt-limit 2600 --echo 2600 --init-head "$E/echo/head" \
   --budget-minutes 25
-mtplite train "${COMMON[@]}" --out "$E/ctx/head" --prompts 2600 --echo 2600 --init-head "$E/echo2/head" \
+mtplite train "${COMMON[@]}" --out "$E/ctx/head" --prompt-limit 2600 --echo 2600 --init-head "$E/echo2/head" \
   --context 128 --budget-minutes 22
 # 3. fine-tuned on every cached row (1.09M training tokens; the starting head's held-out templates stay held out)
-mtplite train "${COMMON[@]}" --out "$E/ctx-1m/head" --prompts 2600 --all-cached --init-head "$E/ctx/head" \
+mtplite train "${COMMON[@]}" --out "$E/ctx-1m/head" --prompt-limit 2600 --all-cached --init-head "$E/ctx/head" \
   --context 128 --epochs 1 --budget-minutes 45
 # 4. int8 export, calibrate, bench, numbers into results/gemma3-270m/experiments/ctx-1m and BENCHMARKS.md
 scripts/gemma_experiment.sh ctx-1m "$E/ctx-1m/head" -

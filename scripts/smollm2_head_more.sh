@@ -36,7 +36,7 @@ distill "program_prompts(seed=0)[:600]"
 mtplite train "${COMMON[@]}" --out "$E/smollm2-prog/head" --all-cached --init-head "$E/smollm2-ctxT/head" \
   --context 128 --budget-minutes 20
 distill "training_prompts(seed=0, limit=6304)"
-mtplite train "${COMMON[@]}" --out "$E/smollm2-more/head" --prompts 6304 --all-cached --init-head "$E/smollm2-prog/head" \
+mtplite train "${COMMON[@]}" --out "$E/smollm2-more/head" --prompt-limit 6304 --all-cached --init-head "$E/smollm2-prog/head" \
   --context 128 --epochs 1 --budget-minutes 20
 # 4. int8 export, then scripts/measure_bundle.sh (calibrate, bench, same cycles, draft table); numbers into results/smollm2-135m-more and BENCHMARKS.md
 R=results/smollm2-135m-more

@@ -213,7 +213,7 @@ def test_train_echo_distills_framed_continuations_into_the_same_cache(tmp_path):
     import json
 
     env = {"MTPLITE_CACHE": str(tmp_path / "cache")}
-    args = ("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "h"), "--prompts", "24", "--echo", "12",
+    args = ("train", "--backbone", "tiny:gemma3", "--out", str(tmp_path / "h"), "--prompt-limit", "24", "--echo", "12",
             "--max-new", "12", "--epochs", "1", "--batch", "8", "--draft-vocab", "64")
     rc, out, err = _cli(*args, env=env)
     assert rc == 0, err[-2000:]
@@ -236,7 +236,7 @@ def test_train_echo_distills_framed_continuations_into_the_same_cache(tmp_path):
     assert rc == 0 and len(cache.read_text().splitlines()) == 36, err[-2000:]
     # --all-cached: a run asking for 8 prompts trains on all 36 cached rows, split by the same templates; here it
     # also fine-tunes the head
-    rc, out, err = _cli(*args[:5], "--prompts", "8", *args[9:], "--all-cached", "--init-head", str(tmp_path / "h"),
+    rc, out, err = _cli(*args[:5], "--prompt-limit", "8", *args[9:], "--all-cached", "--init-head", str(tmp_path / "h"),
                         env=env)
     assert rc == 0 and len(cache.read_text().splitlines()) == 36, err[-2000:]
     doc2 = json.loads((tmp_path / "h" / "head.json").read_text())

@@ -103,7 +103,7 @@ def test_train_target_quant_and_report(tmp_path_factory):
     save_head(head, tmp / "float-head", {"backbone_fingerprint": bb.fingerprint, "val_templates": held})
     r = subprocess.run([sys.executable, "-m", "mtplite.cli", "train", "--backbone", "tiny:gemma3", "--out",
                         str(tmp / "qat-head"), "--target-quant", "int8", "--init-head", str(tmp / "float-head"),
-                        "--prompts", "144", "--max-new", "32", "--epochs", "2", "--batch", "16",
+                        "--prompt-limit", "144", "--max-new", "32", "--epochs", "2", "--batch", "16",
                         "--draft-vocab", "256"], capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
     qhead, doc = load_head(tmp / "qat-head", bb.fingerprint)

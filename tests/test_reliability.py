@@ -174,7 +174,7 @@ def test_kill_during_export_leaves_nothing_final(tmp_path):
 def test_kill_during_train_then_resume(tmp_path):
     out = tmp_path / "head"
     env = {**os.environ, "MTPLITE_CACHE": str(tmp_path / "cache")}
-    cmd = [sys.executable, "-m", "mtplite.cli", "train", "--backbone", "tiny:qwen3", "--out", str(out), "--prompts", "96",
+    cmd = [sys.executable, "-m", "mtplite.cli", "train", "--backbone", "tiny:qwen3", "--out", str(out), "--prompt-limit", "96",
            "--max-new", "24", "--draft-vocab", "128", "--epochs", "2", "--batch", "8"]
     _kill_after(cmd, (tmp_path / "cache" / "distill", "*.jsonl"), 120, env)
     assert not (out / "head.json").exists() and not (out / "head.safetensors").exists()

@@ -120,15 +120,17 @@ def distill(backbone, prompts, out_path, max_new=64, batch=8, dtype=torch.float3
             for p in prompts if p["id"] in done]
 
 
-def corpus_items(backbone):
-    """Every training prompt (the topic corpus and the program requests) tokenized as the backbone is deployed, in a
-    fixed shuffled order, so a run cut short has covered every task and later runs continue where it stopped."""
+def corpus_items(backbone, prompts=None):
+    """Every training prompt (the topic corpus and the program requests; or `prompts`, a user's own) tokenized as the
+    backbone is deployed, in a fixed shuffled order, so a run cut short has covered every task and later runs
+    continue where it stopped."""
     import random
 
     from mtplite.data import program_prompts, training_prompts
 
+    prompts = program_prompts() + training_prompts() if prompts is None else prompts
     items = [{"id": p["id"], "task": p["task"], "template": p.get("template"), "ids": format_prompt(backbone, p["prompt"])}
-             for p in program_prompts() + training_prompts()]
+             for p in prompts]
     random.Random(0).shuffle(items)
     return items
 

@@ -19,11 +19,15 @@ def load_prompts(path):
             continue
         try:
             r = json.loads(line)
-            if not isinstance(r, dict) or not isinstance(r.get("prompt"), str) or not r["prompt"]:
-                raise ValueError("needs a non-empty string 'prompt'")
+            prompt = r.get("prompt", r.get("messages")) if isinstance(r, dict) else None
+            ok = isinstance(prompt, str) and prompt or isinstance(prompt, list) and prompt and all(
+                isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+                for m in prompt)
+            if not ok:
+                raise ValueError("needs a non-empty string 'prompt' or a 'messages' list of {role, content}")
         except (json.JSONDecodeError, ValueError) as e:
             raise UserError(f"{p}:{i}: bad prompt line ({e})") from None
-        rows.append({"id": str(r.get("id", i)), "task": str(r.get("task", "all")), "prompt": r["prompt"]})
+        rows.append({"id": str(r.get("id", i)), "task": str(r.get("task", "all")), "prompt": prompt})
     if not rows:
         raise UserError(f"{p}: no prompts")
     return rows
@@ -34,3 +38,19 @@ BENCH_PROMPTS = Path(__file__).with_name("bench_prompts.jsonl")
 
 def default_prompts():
     return BENCH_PROMPTS
+
+
+def bundle_prompts(out, path=None):
+    """What to measure bundle `out` on: `path` when given, else the prompts its head held out of the user's own
+    prompt file (manifest "eval_prompts", written by a head trained with --prompts FILE), else the shipped benchmark."""
+    if path:
+        return load_prompts(path)
+    man = {}
+    for m in (Path(out) / "android" / "manifest.json", Path(out) / "manifest.json"):
+        try:
+            man = json.loads(m.read_text())
+            break
+        except (OSError, ValueError):  # a missing or broken manifest is reported when the bundle loads
+            continue
+    held = man.get("eval_prompts") if isinstance(man, dict) else None
+    return list(held) if isinstance(held, list) and held else load_prompts(default_prompts())
