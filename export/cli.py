@@ -56,6 +56,6 @@ def cmd_inspect(a):
 
 def register(sub):
     i = sub.add_parser("inspect", help="list sections/signatures of a bundle and check the MTP contract")
-    i.add_argument("out")
-    i.add_argument("--json", action="store_true")
+    i.add_argument("out", help="a bundle directory (the --out of export)")
+    i.add_argument("--json", action="store_true", help="print one JSON record")
     i.set_defaults(fn=cmd_inspect)

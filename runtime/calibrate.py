@@ -241,7 +241,7 @@ def cmd_calibrate(a):
 
 def register(sub):
     c = sub.add_parser("calibrate", help="measure step costs + acceptance here and choose who drafts (or off)")
-    c.add_argument("out")
+    c.add_argument("out", help="a bundle directory (the --out of export)")
     c.add_argument("--prompts", metavar="FILE", help="JSONL of prompts to calibrate on (default: the prompts the head "
                    "held out of its --prompts file, else prompts of the training templates it held out; never the "
                    "benchmark prompts)")

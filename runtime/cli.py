@@ -102,22 +102,22 @@ def add_run_args(p, max_new, what):
                    help="JSONL of prompts ({'prompt': ...} or {'messages': [...]}, optional 'id' and 'task') to run on, "
                         "every line (default: the prompts the head held out of its --prompts file, else the benchmark "
                         "prompts in mtplite/data/bench_prompts.jsonl)")
-    p.add_argument("--max-new-tokens", type=int, default=max_new)
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--max-new-tokens", type=int, default=max_new, help="new tokens per prompt")
+    p.add_argument("--threads", type=int, default=2, help="CPU threads for LiteRT")
     p.add_argument("--json", help=f"write the {what} here (atomically)")
 
 
 def register(sub):
     b = sub.add_parser("bench", help="plain vs MTP vs prompt lookup vs hybrid (+ official engine), side by side")
-    b.add_argument("out")
+    b.add_argument("out", help="a bundle directory (the --out of export)")
     add_run_args(b, 64, "results")
     b.add_argument("--modes", default=",".join(DEFAULT_MODES),
                    help="'+gate': the head drafts only while it is sure (settings.min_prob from calibrate); '+ctx': "
                         "it also drafts the text's own ids outside its draft vocabulary, all K drafts in one call (drafter_ctx.tflite). All: "
                         + ",".join(MODES))
-    b.add_argument("--limit", type=int, default=0)
+    b.add_argument("--limit", type=int, default=0, help="run only the first N prompts (default 0: all)")
     b.add_argument("--no-engine", action="store_true", help="skip the official litert_lm engine rows")
-    b.add_argument("--plot")
+    b.add_argument("--plot", metavar="PNG", help="also draw the speeds into this PNG")
     b.add_argument("--exact", action="store_true",
                    help="force plain steps through the verify graph (taken by itself where the load-time probe finds "
                         "that decode and verify row 0 round differently)")

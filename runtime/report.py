@@ -83,9 +83,9 @@ def report(path):
 
 def register(sub):
     r = sub.add_parser("report", help="turn Android device logs (JSONL) into the bench tables and plot")
-    r.add_argument("log")
-    r.add_argument("--plot")
-    r.add_argument("--json")
+    r.add_argument("log", help="the JSONL log the Android demo's benchmark wrote")
+    r.add_argument("--plot", metavar="PNG", help="also draw the speeds into this PNG")
+    r.add_argument("--json", metavar="FILE", help="also write the report as JSON here")
     r.set_defaults(fn=cmd_report)
 
 

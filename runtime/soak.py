@@ -55,8 +55,8 @@ def register(sub):
     from mtplite.runtime.cli import add_run_args
 
     s = sub.add_parser("soak", help="many sequential generations on one loaded bundle: RSS growth and repeatability")
-    s.add_argument("out")
-    s.add_argument("--n", type=int, default=200)
+    s.add_argument("out", help="a bundle directory (the --out of export)")
+    s.add_argument("--n", type=int, default=200, help="generations to serve from one loaded bundle")
     add_run_args(s, 32, "result")
     s.set_defaults(fn=cmd_soak)
 

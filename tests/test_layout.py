@@ -98,7 +98,7 @@ def test_head_config_and_train_options_stay_small():
     r = subprocess.run([sys.executable, "-m", "mtplite.cli", "train", "--help"], capture_output=True, text=True,
                        timeout=120)
     opts = re.findall(r"^\s{2}(-{1,2}[\w-]+)", r.stdout, re.M)
-    assert r.returncode == 0 and "--data" in opts and len(opts) <= 25, opts
+    assert r.returncode == 0 and "--data" in opts and len(opts) <= 26, opts  # 25 options and -h
 
 
 def test_product_code_cites_no_work_log_entries():
@@ -127,3 +127,31 @@ def test_nothing_reads_files_beside_the_repository():
     from mtplite.data.benchmark import default_prompts, load_prompts
 
     assert default_prompts().is_relative_to(ROOT / "mtplite") and len(load_prompts(default_prompts())) >= 32
+
+
+def test_every_option_has_help_and_the_cli_a_version():
+    """`mtplite SUB --help` answers: every option and argument of every subcommand says what it is (its default is
+    appended where the text does not give it); `mtplite --version` prints the installed version."""
+    import argparse
+    import subprocess
+    import sys
+
+    from mtplite import __version__
+    from mtplite.cli import build_parser
+
+    missing = []
+
+    def walk(name, parser):
+        for a in parser._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for n, sp in a.choices.items():
+                    walk(f"{name} {n}".strip(), sp)
+            elif not a.help and not isinstance(a, argparse._HelpAction):
+                missing.append(f"{name} {'/'.join(a.option_strings) or a.dest}")
+
+    walk("", build_parser())
+    assert not missing, missing
+    r = subprocess.run([sys.executable, "-m", "mtplite.cli", "--version"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == f"mtplite {__version__}"
+    r = subprocess.run([sys.executable, "-m", "mtplite.cli", "export", "--help"], capture_output=True, text=True)
+    assert "(default: 512)" in " ".join(r.stdout.split())
