@@ -338,8 +338,33 @@ def speculative_runs(bench):
     return (len([m for m in bench["modes"] if "@" not in m]) - 1) * bench["table"]["plain"]["all"]["prompts"]
 
 
+def conversation_section(runs):
+    """The official engine through its Conversation API, as apps call it (bench JSONs whose engine rows say so)."""
+    L = ["Each bundle's `model.litertlm` in the official engine as an app uses it: `Engine` + `create_conversation()` "
+         "+ `send_message(prompt)`, the message rendered by the prompt template the bundle carries; speculative "
+         "decoding off vs on, the same prompts as our runtime's rows of the same `mtplite bench` run.", "",
+         "| backbone | engine | prompts | MTP off tok/s | MTP on tok/s | on / off | text equal | our runtime, best mode |",
+         "|---|---|---|---|---|---|---|---|"]
+    replies = []
+    for b in runs:
+        e, m = b["engine"], b.get("manifest") or {}
+        n = b["table"]["plain"]["all"]["prompts"]
+        best = max((k for k in b["ratios"] if "@" not in k), key=lambda k: b["ratios"][k]["all"])
+        L.append(f"| {m.get('backbone_spec')} ({(m.get('quantization') or {}).get('backbone')}) | "
+                 f"{e.get('engine_version')} | {n} | {e['engine_plain']['decode_tokens_per_s']:.1f} | "
+                 f"{e['engine_mtp']['decode_tokens_per_s']:.1f} | {e['mtp/plain']:.2f}x | {e['text_equal_off']}/{n} | "
+                 f"{best.split('/')[0]} {b['ratios'][best]['all']:.2f}x |")
+        for r in e.get("replies", [])[:3]:
+            prompt = r["prompt"] if isinstance(r["prompt"], str) else str(r["prompt"])
+            replies.append(f"- {m.get('backbone_spec')}: *{prompt.strip()[:90]!r}* → MTP on: "
+                           f"{r['mtp_on'].strip()[:160]!r}" + ("" if r["mtp_on"] == r["mtp_off"] else
+                                                               f" (MTP off: {r['mtp_off'].strip()[:160]!r})"))
+    return L + ["", "Replies (the first prompts, cut at 160 characters):", ""] + replies + [""]
+
+
 def engine_section(runs):
-    L = ["The same `.litertlm` in the official `litert_lm` engine, speculative decoding off vs on (`mtplite bench`):", "",
+    L = ["The same `.litertlm` in the official `litert_lm` engine, speculative decoding off vs on (`mtplite bench`, "
+         "Session API on the raw prompt: measured before bundles carried their prompt template):", "",
          "| bundle | engine MTP text = MTP-off text | drafter success rate | engine MTP/plain | our runtime MTP ≠ plain |",
          "|---|---|---|---|---|"]
     for b in runs:
@@ -410,12 +435,15 @@ def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliabilit
               + ".", ""]
     L += analysis(bench, man)
     sampled = [d for d in [run, *map(Path, backbones)] if (d / "sampling").is_dir()]
+    conversation = [json.loads((d / "conversation.json").read_text()) for d in [run, *map(Path, backbones)]
+                    if (d / "conversation.json").exists()]
     drill_titles = dict.fromkeys(r["title"] for r in drills)  # one section per comparison, in the order given
     flat = lambda parts: [line for part in parts for line in part]  # noqa: E731
     sections = [  # (heading or None where the body brings its own, the data, the body): those with data, in order
         ("## Timed runs from an empty cache", timed, lambda: flat(map(timed_section, timed))),
         ("## Quantization", quant, lambda: quant_section(quant)),
         ("### Training against the deployed numerics", fakequant, lambda: fakequant_section(fakequant)),
+        ("## Official engine, Conversation API", conversation, lambda: conversation_section(conversation)),
         ("## Official engine", engine, lambda: engine_section(engine)),
         ("## Sampling", sampled, lambda: sampling_section(sampled)),
         ("## Exactness per precision", torch_mismatch or exact_bench,
