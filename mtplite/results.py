@@ -344,18 +344,22 @@ def conversation_section(runs):
          "+ `send_message(prompt)`, the message rendered by the prompt template the bundle carries; speculative "
          "decoding off vs on, the same prompts as our runtime's rows of the same `mtplite bench` run (the engine may "
          "emit up to K tokens past the budget with MTP on, hence text compared whole and up to the budget).", "",
-         "| backbone | engine | prompts | MTP off tok/s | MTP on tok/s | on / off | text equal | our runtime, best mode |",
-         "|---|---|---|---|---|---|---|---|"]
+         "| backbone | engine | prompts, budget | MTP off tok/s | MTP on tok/s | on / off | text equal | our runtime, best "
+         "mode | answers ended by themselves | tokens in a repeated 4-gram |",
+         "|---|---|---|---|---|---|---|---|---|---|"]
     replies = []
     for b in runs:
         e, m = b["engine"], b.get("manifest") or {}
         n = b["table"]["plain"]["all"]["prompts"]
         best = max((k for k in b["ratios"] if "@" not in k), key=lambda k: b["ratios"][k]["all"])
+        pl = b["table"]["plain"]["all"]
+        loops = (f"{pl['ended_by_itself']}/{n} | {100 * pl['loop_share']:.0f}%" if pl.get("loop_share") is not None
+                 else "- | -")
         L.append(f"| {m.get('backbone_spec')} ({(m.get('quantization') or {}).get('backbone')}) | "
-                 f"{e.get('engine_version')} | {n} | {e['engine_plain']['decode_tokens_per_s']:.1f} | "
+                 f"{e.get('engine_version')} | {n}, {b['max_new_tokens']} | {e['engine_plain']['decode_tokens_per_s']:.1f} | "
                  f"{e['engine_mtp']['decode_tokens_per_s']:.1f} | {e['mtp/plain']:.2f}x | {e['text_equal_off']}/{n} "
                  f"({e['text_matches_off']}/{n} up to the budget) | "
-                 f"{best.split('/')[0]} {b['ratios'][best]['all']:.2f}x |")
+                 f"{best.split('/')[0]} {b['ratios'][best]['all']:.2f}x | {loops} |")
         for r in e.get("replies", [])[:3]:
             prompt = r["prompt"] if isinstance(r["prompt"], str) else str(r["prompt"])
             replies.append(f"- {m.get('backbone_spec')}: *{prompt.strip()[:90]!r}* → MTP on: "
@@ -439,6 +443,7 @@ def render(run_dir, extra_runs=(), timed=None, quant=None, soak=None, reliabilit
     sampled = [d for d in [run, *map(Path, backbones)] if (d / "sampling").is_dir()]
     conversation = [json.loads((d / "conversation.json").read_text()) for d in [run, *map(Path, backbones)]
                     if (d / "conversation.json").exists()]
+    conversation += [b for b in timed or () if (b.get("engine") or {}).get("api") == "conversation"]
     drill_titles = dict.fromkeys(r["title"] for r in drills)  # one section per comparison, in the order given
     flat = lambda parts: [line for part in parts for line in part]  # noqa: E731
     sections = [  # (heading or None where the body brings its own, the data, the body): those with data, in order

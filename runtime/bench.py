@@ -16,6 +16,22 @@ from mtplite.model import generate as G
 from mtplite.model.sampling import Sampler
 
 
+LOOP_N = 4
+SAMPLES = 2  # plain outputs kept per task in the bench JSON
+
+
+def loop_tokens(tokens, n=LOOP_N):
+    """How many of `tokens` (one answer) lie inside an n-gram the answer already produced earlier: the copying a
+    looping model makes easy for any drafter, counted so that speed-ups on such text are seen for what they are."""
+    seen, inside = set(), [False] * len(tokens)
+    for j in range(len(tokens) - n + 1):
+        g = tuple(tokens[j: j + n])
+        if g in seen:
+            inside[j: j + n] = [True] * n
+        seen.add(g)
+    return sum(inside)
+
+
 def run_mode(b, tok_ids, K, mode, max_new, eos, min_ngram=None, sampler=None):
     """One generation; returns the per-prompt record. min_ngram: hybrid's shortest lookup match (default: the
     bundle's calibrated choice for the drafter in use). sampler: model/sampling.py's (None: greedy)."""
@@ -49,7 +65,8 @@ def run_mode(b, tok_ids, K, mode, max_new, eos, min_ngram=None, sampler=None):
             "backbone_passes": 1 + res["cycles"] + res["plain_steps"],  # decode/verify calls after prefill
             "acceptance_per_depth": s["acceptance_per_depth"], "draft_ms_per_cycle": 1e3 * res["draft_s"] / cyc,
             "verify_ms_per_cycle": 1e3 * res["verify_s"] / cyc,
-            "accepted_by_source": {}, **source_counts(source, res["trace"])}
+            "accepted_by_source": {}, **source_counts(source, res["trace"]),
+            "loop_tokens": loop_tokens(res["tokens"]), "ended": res["stop_reason"] in ("eos", "stop")}
 
 
 def aggregate(recs):
@@ -77,7 +94,12 @@ def aggregate(recs):
             # the Android app's: the battery counter's drop, where the device exposes it
             "energy_nwh_per_token": (sum(r["energy_nwh"] for r in recs) / max(sum(r["tokens"] for r in recs), 1)
                                      if all("energy_nwh" in r for r in recs) else None),
-            "accepted_by_source": by_source(recs)}
+            "accepted_by_source": by_source(recs),
+            # share of output tokens inside a 4-gram the same answer already produced, and answers that ended
+            # themselves (EOS / stop string) rather than at the budget
+            "loop_share": (sum(r["loop_tokens"] for r in recs) / max(sum(r["tokens"] for r in recs), 1)
+                           if all("loop_tokens" in r for r in recs) else None),
+            "ended_by_itself": sum(r["ended"] for r in recs) if all("ended" in r for r in recs) else None}
 
 
 def by_source(recs):
@@ -148,6 +170,7 @@ def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "mtp+ctx", "lo
     per = defaultdict(lambda: defaultdict(list))  # mode -> task -> records
     mismatches = 0
     skipped = []
+    samples = defaultdict(list)
     bar = tqdm(total=len(prompts) * (len(modes) + len(xmodes)), desc="bench", unit="run", disable=not progress)
     for p in prompts:
         ids = encode(tok, b.man, p["prompt"])
@@ -164,6 +187,9 @@ def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "mtp+ctx", "lo
             per[mode]["all"].append(r)
             bar.update(1)
         mismatches += sum(outs[m] != outs["plain"] for m in modes if m != "plain")
+        if len(samples[p["task"]]) < SAMPLES:  # what users would read, beside the speeds
+            samples[p["task"]].append({"id": p["id"], "text": tok.decode(outs["plain"], skip_special_tokens=True),
+                                       "ended": per["plain"][p["task"]][-1]["ended"]})
         for n, eb in extras.items():
             xo = {}
             for m in xm[n]:
@@ -205,7 +231,7 @@ def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "mtp+ctx", "lo
               "min_prob": b.calibrated_min_prob(),
               "hybrid_min_ngram": (b.man.get("settings") or {}).get("hybrid_min_ngram") or {}, "max_new_tokens": max_new, "threads": threads, "modes": list(modes),
               "tasks": tasks, "table": table, "ratios": ratios, "memory": memory,
-              "spec_vs_plain_mismatches": mismatches, "skipped_prompts_too_long": skipped, "per_prompt": {m: dict(per[m]) for m in modes},
+              "spec_vs_plain_mismatches": mismatches, "skipped_prompts_too_long": skipped, "samples": dict(samples), "per_prompt": {m: dict(per[m]) for m in modes},
               "manifest": {k: b.man.get(k) for k in ("backbone_spec", "backbone_fingerprint", "head_fingerprint",
                                                        "quantization", "cache_length", "draft_vocab_size")}}
     # what the exact path would cost (a plain step as a verify pass), from this run's own steps
@@ -278,6 +304,12 @@ def markdown(res):
               "tokens per backbone pass (all tasks; plain steps count, so lookup is not flattered): " + ", ".join(
                   f"{m} {res['table'][m]['all']['tokens_per_pass']:.2f}" for m in modes
                   if res["table"][m]["all"].get("tokens_per_pass"))]
+    pl = res["table"]["plain"]
+    if pl["all"].get("loop_share") is not None:
+        lines.append(f"answers (plain): share of tokens inside a {LOOP_N}-gram the answer already produced, and answers "
+                     "that ended by themselves before the budget: " + ", ".join(
+                         f"{t} {100 * pl[t]['loop_share']:.0f}% {pl[t]['ended_by_itself']}/{pl[t]['prompts']}"
+                         for t in tasks))
     if all(res["table"][m]["all"].get("cpu_s_per_token") for m in modes):
         lines.append("process CPU-ms per generated token (user + system, prefill included): " + ", ".join(
             f"{m} {1e3 * res['table'][m]['all']['cpu_s_per_token']:.1f}" for m in modes))
@@ -311,7 +343,9 @@ def markdown(res):
                         f"{1e3 * e['engine_mtp']['cpu_s_per_token']:.1f}" if "cpu_s_per_token" in e["engine_plain"] else "")
                      + ", drafter success "
                      f"rate {e['engine_mtp'].get('drafter_success_rate')}, MTP text = plain text on "
-                     f"{e['text_matches_off']}/{res['table']['plain']['all']['prompts']} prompts")
+                     f"{e['text_matches_off']}/{res['table']['plain']['all']['prompts']} prompts"
+                     + (f"; adaptive {e['engine_adaptive']['decode_tokens_per_s']:.1f} tok/s ({e['adaptive/plain']:.2f}x)"
+                        if "engine_adaptive" in e else ""))
     elif e:
         lines.append(f"official litert_lm engine: failed ({e['error']})")
     return "\n".join(lines)

@@ -95,3 +95,16 @@ def test_distill_train_export_bench_on_your_own_prompts(tmp_path):
     b = json.loads((tmp_path / "b.json").read_text())
     assert {r["id"] for r in b["per_prompt"]["plain"]["all"]} == held and b["spec_vs_plain_mismatches"] == 0
     assert set(b["tasks"]) <= {"support", "tips", "all"}
+    # what users would read, beside the speeds: loops, endings and a few answers
+    pl = b["table"]["plain"]["all"]
+    assert 0 <= pl["loop_share"] <= 1 and 0 <= pl["ended_by_itself"] <= 2
+    assert {s["id"] for t in b["samples"].values() for s in t} == held and "answers (plain)" in out
+
+
+def test_loop_tokens_counts_what_repeats_an_earlier_4gram():
+    from mtplite.runtime.bench import loop_tokens
+
+    assert loop_tokens(list(range(12))) == 0
+    assert loop_tokens([1, 2, 3, 4, 5, 1, 2, 3, 4, 6]) == 4  # the second "1 2 3 4"
+    assert loop_tokens([1, 2, 3, 4] * 3) == 8  # everything after the first occurrence
+    assert loop_tokens([7, 7, 7, 7, 7]) == 4  # "7 7 7 7" at 1 repeats the one at 0, so 1..4 lie inside it
