@@ -202,9 +202,12 @@ def closing(res, settings, threads, bundle, root, engine=None):
     (calibrate's choice): with a small head, prompt lookup alone can be the fastest, and the user must not read the
     MTP line as what they will get."""
     r = res["ratios"]
-    tau = res["table"]["mtp"]["all"]["accept_length"]
-    modes = [f"MTP {r['mtp/plain']['all']:.2f}x (accept length {tau:.2f})"]
-    hy = "hybrid+gate/plain" if "hybrid+gate/plain" in r else "hybrid/plain"
+    # the head as generate runs it: the K-step drafter where the bundle has one, else the contract's per-step drafter
+    head = "mtp+ctx" if "mtp+ctx/plain" in r else "mtp"
+    tau = res["table"][head]["all"]["accept_length"]
+    modes = [f"the MTP head {r[f'{head}/plain']['all']:.2f}x (accept length {tau:.2f})"]
+    hy = next((k for k in ("hybrid+ctx+gate/plain", "hybrid+ctx/plain", "hybrid+gate/plain", "hybrid/plain") if k in r),
+              "hybrid/plain")
     modes += [f"{name} {r[k]['all']:.2f}x" for k, name in ((hy, "hybrid (lookup + head)"),
                                                            ("lookup/plain", "prompt lookup alone")) if k in r]
     named = {"mtp": "the MTP head", "hybrid": "hybrid (prompt lookup, the head where lookup finds nothing)",

@@ -456,11 +456,16 @@ def test_quickstart_closing_names_every_mode_and_the_calibrated_default():
                       "lookup/plain": {"all": 1.83}},
            "table": {"mtp": {"all": {"accept_length": 2.46}}}, "memory": {"drafter_bytes": 15e6}}
     text = closing(res, {"draft": "lookup", "reason": "predicted 1.52x with prompt lookup alone"}, 2, Path("b"), Path("r"))
-    assert "MTP 1.18x (accept length 2.46)" in text and "hybrid (lookup + head) 1.72x" in text
+    assert "MTP head 1.18x (accept length 2.46)" in text and "hybrid (lookup + head) 1.72x" in text
     assert "prompt lookup alone 1.83x" in text and "drafts with lookup by default" in text and "1.52x" in text
     assert "by default" not in closing(res, {}, 2, Path("b"), Path("r"))
     off = closing(res, {"K": 3, "draft": "off", "reason": "predicted 0.56x at K=3"}, 2, Path("b"), Path("r"))
     assert "decodes plainly by default" in off and "drafts with" not in off
+    # a bundle with the K-step drafter: the head's line is the mode generate runs (mtp+ctx), not the per-step drafter
+    res["ratios"].update({"mtp+ctx/plain": {"all": 1.77}, "hybrid+ctx+gate/plain": {"all": 1.88}})
+    res["table"]["mtp+ctx"] = {"all": {"accept_length": 2.82}}
+    text = closing(res, {}, 2, Path("b"), Path("r"))
+    assert "MTP head 1.77x (accept length 2.82)" in text and "hybrid (lookup + head) 1.88x" in text
 
 
 def test_torch_exact_mode_in_bf16():
