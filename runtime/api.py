@@ -93,12 +93,12 @@ class Model:
         steps, on_tok, source = drafting(steps, ids, who, b.hybrid_min_ngram(), on_token)
         b.min_prob = 0.0 if who == "lookup" else self.min_prob
 
-        def should_stop(out):
-            return cancelled() or any(s in tok.decode(out, skip_special_tokens=True) for s in stops)
+        def should_stop(out):  # decodes only where there are stop strings to look for
+            return cancelled() or bool(stops) and any(s in tok.decode(out, skip_special_tokens=True) for s in stops)
 
         try:
             res = G.run(ids, steps, max_new_tokens=max_new, eos_ids=set(b.man["eos_ids"]), K=self.K, cache_len=b.C,
-                        should_stop=should_stop if stops else (lambda out: cancelled()), on_token=on_tok)
+                        should_stop=should_stop, on_token=on_tok)
         finally:
             b.min_prob = 0.0
         text = tok.decode(res["tokens"], skip_special_tokens=True)
