@@ -97,7 +97,7 @@ def engine_summary(eng, prompts=None):
     on = eng["engine_mtp"]["texts"]
     out["text_equal_off"] = sum(a == c for a, c in zip(on, off["texts"]))
     out["text_matches_off"] = sum(a.startswith(c) or c.startswith(a) for a, c in zip(on, off["texts"]))
-    out["replies"] = [{"prompt": p if isinstance(p, str) else p.get("content"), "mtp_off": a, "mtp_on": c}
+    out["replies"] = [{"prompt": p if isinstance(p, str) else p[-1]["content"], "mtp_off": a, "mtp_on": c}
                       for p, a, c in zip(prompts or [], off["texts"], on)][:4]
     return out
 

@@ -79,3 +79,19 @@ def test_readme_python_example_runs_as_written(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert re.search(r"\n[0-9.]+ [0-9.]+ (eos|max_new_tokens)\n", r.stdout), r.stdout
+
+
+def test_engine_conversation_answers_as_the_python_api(tmp_path):
+    """bench's engine rows (runtime/engine.py) send a string, a one-message list and a multi-turn conversation through
+    the official engine's Conversation API; with MTP off each reply is the Python API's text for the same messages."""
+    from mtplite.runtime.engine import engine_summary, run_engine
+
+    out = bundle("tiny:gemma3")
+    convo = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},
+             {"role": "user", "content": PROMPTS[2]}]
+    prompts = [PROMPTS[1], [{"role": "user", "content": PROMPTS[3]}], convo]
+    s = engine_summary(run_engine(out, prompts, 12), prompts)
+    assert s["api"] == "conversation" and s["text_matches_off"] == 3, s
+    m = mtplite.load(out, threads=1, draft="off")
+    assert [r["mtp_off"] for r in s["replies"]] == [m.generate(p, max_new_tokens=12).text for p in prompts]
+    assert s["replies"][2]["prompt"] == PROMPTS[2] and s["mtp/plain"] > 0
