@@ -79,6 +79,12 @@ def test_readme_python_example_runs_as_written(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert re.search(r"\n[0-9.]+ [0-9.]+ (eos|max_new_tokens)\n", r.stdout), r.stdout
+    # the official engine's snippet beside it, on the same bundle's .litertlm
+    block = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)[1]
+    assert "create_conversation" in block and '"out/model.litertlm"' in block
+    code = block.replace('"out/model.litertlm"', repr(str(bundle("tiny:gemma3") / "model.litertlm")))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip(), r.stderr[-2000:]
 
 
 def test_engine_conversation_answers_as_the_python_api(tmp_path):
