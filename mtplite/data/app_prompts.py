@@ -19,7 +19,7 @@ def _text(r):
 
 def load_app_prompts(path):
     """Rows {id, task, template, prompt, source} of a user's JSONL; one-line errors name the file and line."""
-    from mtplite.data.benchmark import default_prompts, load_prompts
+    from mtplite.data.benchmark import default_prompts, is_messages, load_prompts
 
     p = Path(path)
     if not p.is_file():
@@ -43,8 +43,7 @@ def load_app_prompts(path):
             raise UserError(f"{p}:{i}: a JSON object is needed, such as {{\"prompt\": \"...\"}}")
         prompt = r.get("prompt", r.get("messages"))
         if isinstance(prompt, list):
-            if not prompt or not all(isinstance(m, dict) and isinstance(m.get("role"), str)
-                                     and isinstance(m.get("content"), str) for m in prompt):
+            if not is_messages(prompt):
                 raise UserError(f"{p}:{i}: \"messages\" must be a non-empty list of {{\"role\": ..., \"content\": "
                                 "...}} with string values")
             prompt = [{"role": m["role"], "content": m["content"]} for m in prompt]

@@ -9,6 +9,12 @@ from pathlib import Path
 from mtplite.errors import UserError
 
 
+def is_messages(x):
+    """A chat conversation as prompts files hold it: a non-empty list of {"role": str, "content": str}."""
+    return isinstance(x, list) and bool(x) and all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in x)
+
+
 def load_prompts(path):
     p = Path(path)
     if not p.is_file():
@@ -20,10 +26,7 @@ def load_prompts(path):
         try:
             r = json.loads(line)
             prompt = r.get("prompt", r.get("messages")) if isinstance(r, dict) else None
-            ok = isinstance(prompt, str) and prompt or isinstance(prompt, list) and prompt and all(
-                isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
-                for m in prompt)
-            if not ok:
+            if not (isinstance(prompt, str) and prompt or is_messages(prompt)):
                 raise ValueError("needs a non-empty string 'prompt' or a 'messages' list of {role, content}")
         except (json.JSONDecodeError, ValueError) as e:
             raise UserError(f"{p}:{i}: bad prompt line ({e})") from None
