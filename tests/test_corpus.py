@@ -46,6 +46,40 @@ def test_corpus_rows_are_the_greedy_rows_and_a_rerun_resumes(tmp_path):
     assert info["tokens"] == sum(len(r["tokens"]) - r["prompt_len"] for r in rows) > 0
 
 
+def test_sampled_rows_are_plain_sampling_at_their_recorded_seed(tmp_path):
+    """distill --temperature: each row is what generate samples at the row's recorded seed, rows sit beside the
+    greedy rows of the same prompts, and a rerun adds nothing."""
+    from mtplite.data.corpus import corpus_info, load_corpus
+    from mtplite.model.generate import run, torch_steps
+    from mtplite.model.load import load_backbone
+    from mtplite.model.sampling import Sampler
+    from mtplite.train.distill import distill_corpus
+
+    bb = load_backbone("tiny:llama")
+    items, out = _items(bb, 6), tmp_path / "c"
+    sp = Sampler(1.0, 64, 0.95, 7)
+    distill_corpus(bb.model, items, out, _meta(bb), 10, bb.eos_ids, batch=4, progress=False)
+    assert distill_corpus(bb.model, items, out, _meta(bb), 10, bb.eos_ids, batch=4, progress=False, sampler=sp) == 6
+    assert distill_corpus(bb.model, items, out, _meta(bb), 10, bb.eos_ids, batch=3, progress=False, sampler=sp) == 0
+    rows, metas = load_corpus([out])
+    greedy = {r["id"]: r for r in rows if not r.get("sampled")}
+    sampled = [r for r in rows if r.get("sampled")]
+    assert len(greedy) == len(sampled) == 6 and len({r["seed"] for r in sampled}) == 6
+    differ = 0
+    for r in sampled:
+        g = greedy[r["id"].split("~")[0]]
+        assert r["tokens"][: r["prompt_len"]] == g["tokens"][: g["prompt_len"]]
+        at_seed = Sampler(1.0, 64, 0.95, r["seed"])
+        C = r["prompt_len"] + 12
+        ref = run(r["tokens"][: r["prompt_len"]], torch_steps(bb, cache_len=C, sampler=at_seed), max_new_tokens=10,
+                  eos_ids=set(bb.eos_ids), cache_len=C)
+        cont = r["tokens"][r["prompt_len"]:]
+        assert [t for t in cont if t not in bb.eos_ids] == ref["tokens"]
+        differ += cont != g["tokens"][g["prompt_len"]:]
+    assert differ >= 3  # sampling at T 1 is not the greedy row
+    assert corpus_info([out])["decoding"] == ["T 1 top-k 64 top-p 0.95", "greedy"]
+
+
 def test_corpus_check_refuses_another_backbone_and_other_numerics(tmp_path):
     from mtplite.data.corpus import load_corpus, write_shard
     from mtplite.train.distill import check_corpus

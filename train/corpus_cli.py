@@ -1,4 +1,4 @@
-"""`mtplite distill` (add the backbone's greedy continuations to a corpus) and `mtplite corpus info`."""
+"""`mtplite distill` (add the backbone's continuations to a corpus) and `mtplite corpus info`."""
 import json
 import sys
 import time
@@ -9,13 +9,15 @@ def cmd_distill(a):
 
     from mtplite.errors import UserError
     from mtplite.model.load import load_backbone
+    from mtplite.model.sampling import from_args
     from mtplite.train.distill import corpus_items, distill_corpus
     from mtplite.train.train import pick_device
 
     if a.max_new < 1:
-        raise UserError(f"--max-new {a.max_new}: greedy tokens per prompt, at least 1")
+        raise UserError(f"--max-new {a.max_new}: new tokens per prompt, at least 1")
     if a.batch < 1:
-        raise UserError(f"--batch {a.batch}: prompts per greedy batch, at least 1")
+        raise UserError(f"--batch {a.batch}: prompts per batch, at least 1")
+    sampler = from_args(a)
     if a.threads:
         torch.set_num_threads(a.threads)
     app = app_split(a.prompts)  # a bad file fails before the backbone loads
@@ -34,7 +36,8 @@ def cmd_distill(a):
     t0 = time.time()
     with dev:
         n = distill_corpus(bb.model, items, a.out, meta, a.max_new, bb.eos_ids, batch=a.batch,
-                           budget_s=a.budget_minutes * 60 if a.budget_minutes else None, shard_rows=a.shard_rows)
+                           budget_s=a.budget_minutes * 60 if a.budget_minutes else None, shard_rows=a.shard_rows,
+                           sampler=sampler)
     print(json.dumps({"out": a.out, "rows_added": n, "seconds": round(time.time() - t0, 1)}))
 
 
@@ -72,19 +75,23 @@ def cmd_corpus(a):
         print(json.dumps(info))
     else:
         print(f"{info['backbone']} ({info['backbone_fingerprint']}): {info['rows']} rows, {info['tokens']} generated "
-              f"tokens, {info['shards']} shards, {info['bytes'] / 1e6:.2f} MB; numerics {', '.join(info['numerics'])}")
+              f"tokens, {info['shards']} shards, {info['bytes'] / 1e6:.2f} MB; {', '.join(info['decoding'])}; numerics "
+              f"{', '.join(info['numerics'])}")
         print("  rows per task: " + ", ".join(f"{k} {v}" for k, v in info["tasks"].items()), file=sys.stdout)
 
 
 def register(sub):
-    d = sub.add_parser("distill", help="add the backbone's greedy continuations of the training prompts to a corpus")
+    from mtplite.model.sampling import add_args
+
+    d = sub.add_parser("distill", help="add the backbone's continuations of the training prompts to a corpus (greedy, "
+                       "or sampled with --temperature)")
     d.add_argument("--backbone", default="gemma3-270m", help="gemma3-270m (default) | smollm2-135m | tiny:gemma3 | "
                    "a Hugging Face checkpoint dir | a .gguf file")
     d.add_argument("--prompts", metavar="FILE", help="distil your own prompts instead of the built-in ones: JSONL, one "
                    "{'prompt': ...} or {'messages': [...]} a line (optional 'task'); 10%% are held out for evaluation")
     d.add_argument("--out", required=True, help="corpus folder (e.g. corpora/gemma3-270m); prompts it holds are skipped")
-    d.add_argument("--max-new", type=int, default=128, help="greedy tokens per prompt")
-    d.add_argument("--batch", type=int, default=32, help="prompts per greedy batch")
+    d.add_argument("--max-new", type=int, default=128, help="new tokens per prompt")
+    d.add_argument("--batch", type=int, default=32, help="prompts per batch")
     d.add_argument("--shard-rows", type=int, default=256, help="rows per shard file (a stopped run loses at most one)")
     d.add_argument("--budget-minutes", type=float, default=None, help="stop adding shards after this long (default: "
                    "no limit)")
@@ -92,6 +99,7 @@ def register(sub):
                    "(default 0: all)")
     d.add_argument("--device", default="auto", help="auto (CUDA when present) | cpu | cuda[:N]")
     d.add_argument("--threads", type=int, default=0, help="torch CPU threads (default 0: torch's choice)")
+    add_args(d)  # sampled rows get ids of their own (prompt id ~ settings), so they sit beside the greedy ones
     d.set_defaults(fn=cmd_distill)
     c = sub.add_parser("corpus", help="inspect a distillation corpus")
     csub = c.add_subparsers(dest="corpus_cmd", required=True)

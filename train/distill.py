@@ -36,9 +36,11 @@ def key_mask(ok, C):
 
 
 @torch.no_grad()
-def greedy_batch(dec, seqs, max_new, eos_ids, dtype=torch.float32):
-    """Greedy continuations of a left-padded batch. Its KV cache is consumed step by step and never rolled back, so
-    callers may run it inside fast_decode(dec) (distill does, once around all its batches)."""
+def greedy_batch(dec, seqs, max_new, eos_ids, dtype=torch.float32, samplers=None):
+    """Greedy continuations of a left-padded batch, or sampled ones with `samplers` (one model/sampling.py Sampler per
+    row: the token at cache position t drawn with its u_t, so a row is what `generate` samples at that seed). Its KV
+    cache is consumed step by step and never rolled back, so callers may run it inside fast_decode(dec) (distill
+    does, once around all its batches)."""
     toks, ok = pad_batch(seqs)
     B, P = toks.shape
     C = P + max_new
@@ -46,20 +48,27 @@ def greedy_batch(dec, seqs, max_new, eos_ids, dtype=torch.float32):
     km = key_mask(ok, C).to(dtype)
     pos = torch.arange(P, dtype=torch.int32)
     outs = [[] for _ in range(B)]
+
+    def pick(lg, s):
+        if samplers is None:
+            return lg.argmax(-1).tolist()  # one host copy per step (per-element reads sync a GPU B times)
+        rows = lg.float().cpu().numpy()
+        return [sp.pick(rows[b], len(seqs[b]) + s) for b, sp in enumerate(samplers)]
+
     # logits of the last prompt position only: the full [B, P, vocab] block was a third of distillation time
     _, act, kv = dec(dec.embed(toks).to(dtype), pos, causal_mask(pos, C, dtype) + km, kv, return_logits=False)
-    nxt = dec.logits(act[:, -1]).argmax(-1)
+    nxt = pick(dec.logits(act[:, -1]), 0)
     done = [False] * B
     for s in range(max_new):
-        for b, t in enumerate(nxt.tolist()):  # one host copy per step (per-element reads sync a GPU B times)
+        for b, t in enumerate(nxt):
             if not done[b]:
                 outs[b].append(t)
                 done[b] = t in eos_ids
         if all(done) or s == max_new - 1:
             break
         p = torch.tensor([P + s], dtype=torch.int32)
-        lg, _, kv = dec(dec.embed(nxt[:, None]).to(dtype), p, causal_mask(p, C, dtype) + km, kv)
-        nxt = lg[:, -1].argmax(-1)
+        lg, _, kv = dec(dec.embed(torch.tensor(nxt)[:, None]).to(dtype), p, causal_mask(p, C, dtype) + km, kv)
+        nxt = pick(lg[:, -1], s + 1)
     return outs
 
 
@@ -135,36 +144,67 @@ def corpus_items(backbone, prompts=None):
     return items
 
 
+def sampled_id(prompt_id, sampler):
+    """A sampled row's id: its prompt's, tagged with the settings and base seed, so the greedy row and sampled rows of
+    one prompt (or of two seeds) live side by side in a corpus."""
+    return f"{prompt_id}~T{sampler.temperature:g}k{sampler.top_k}p{sampler.top_p:g}s{sampler.seed}"
+
+
+def row_seed(row_id):
+    """The sampler seed of one sampled row, from its id (recorded in the shard too)."""
+    import hashlib
+
+    return int(hashlib.md5(row_id.encode()).hexdigest()[:15], 16)
+
+
 def distill_corpus(dec, items, folder, meta, max_new, eos_ids, batch=64, dtype=torch.float32, budget_s=None,
-                   shard_rows=2048, progress=True):
+                   shard_rows=2048, progress=True, sampler=None):
     """Greedy continuations of pre-tokenized prompts ({id, task, template, ids}) added to a corpus folder
     (mtplite.data.corpus) in shards of `shard_rows`; prompts the folder already holds are skipped, so a run that
-    stops resumes where its last shard ended. Returns the number of rows added."""
+    stops resumes where its last shard ended. Returns the number of rows added.
+    sampler (a model/sampling.py Sampler, temperature > 0): sampled continuations instead, row ids from sampled_id,
+    each row drawn with its own seed (row_seed), which the shard records."""
     import time
 
     from mtplite.data.corpus import load_corpus, write_shard
+    from mtplite.model.sampling import Sampler
 
+    if sampler is not None and sampler.greedy:
+        sampler = None
+    if sampler is not None:
+        items = [{**p, "id": sampled_id(p["id"], sampler)} for p in items]
     have = {r["id"] for r in load_corpus([folder])[0]} if Path(folder).is_dir() else set()
     todo = [p for p in items if p["id"] not in have]
     todo = by_length_in_windows(todo, batch, lambda p: len(p["ids"]))
-    meta = {**meta, "settings": {**meta.get("settings", {}), "max_new": max_new, "eos_ids": sorted(eos_ids),
-                                 "decoding": "greedy"}}
+    how = {"decoding": "greedy"} if sampler is None else {
+        "decoding": "sample", "temperature": sampler.temperature, "top_k": sampler.top_k, "top_p": sampler.top_p,
+        "seed": sampler.seed}
+    meta = {**meta, "settings": {**meta.get("settings", {}), "max_new": max_new, "eos_ids": sorted(eos_ids), **how}}
     bar = tqdm(total=len(todo), desc="distill", unit="prompt", disable=not progress)
     t0, pending, added = time.time(), [], 0
+
+    def flush():
+        seeds = {"seeds": [r["seed"] for r in pending]} if sampler is not None else {}
+        write_shard(folder, pending, {**meta, **seeds})
+
     with fast_decode(dec, dtype):
         for i in range(0, len(todo), batch):
             if budget_s is not None and time.time() - t0 >= budget_s:
                 break
             chunk = todo[i: i + batch]
-            conts = greedy_batch(dec, [p["ids"] for p in chunk], max_new, set(eos_ids), dtype)
+            seeds = [row_seed(p["id"]) for p in chunk] if sampler is not None else None
+            samplers = None if seeds is None else [
+                Sampler(sampler.temperature, sampler.top_k, sampler.top_p, sd) for sd in seeds]
+            conts = greedy_batch(dec, [p["ids"] for p in chunk], max_new, set(eos_ids), dtype, samplers)
             pending += [{"id": p["id"], "task": p["task"], "template": p.get("template"), "prompt_len": len(p["ids"]),
-                         "tokens": list(p["ids"]) + c} for p, c in zip(chunk, conts)]
+                         "tokens": list(p["ids"]) + c, **({"seed": seeds[j]} if seeds else {})}
+                        for j, (p, c) in enumerate(zip(chunk, conts))]
             bar.update(len(chunk))
             if len(pending) >= shard_rows:
-                write_shard(folder, pending, meta)
+                flush()
                 added, pending = added + len(pending), []
     if pending:
-        write_shard(folder, pending, meta)
+        flush()
         added += len(pending)
     bar.close()
     return added

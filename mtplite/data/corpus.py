@@ -1,11 +1,13 @@
-"""Distillation corpora: the backbone's own greedy continuations as committed, versioned data.
+"""Distillation corpora: the backbone's own continuations (greedy, or sampled with recorded seeds) as committed,
+versioned data.
 
 A corpus is a folder of shards (`shard-00000.npz`, ...). Each shard is a compressed npz of
   tokens      uint16 or uint32, every row's prompt ids then its greedy continuation, rows back to back
   starts      int64 [rows + 1], row r is tokens[starts[r]:starts[r + 1]]
   prompt_len  int32 [rows]
   meta        utf-8 JSON: format, backbone, backbone_fingerprint, numerics, settings (max_new, eos_ids, prompt
-              format), and per row its prompt id, task and template
+              format, decoding: greedy | sample with temperature, top_k, top_p, seed), and per row its id, task and
+              template (and, for sampled shards, its sampler seed in `seeds`)
 Shards are only ever added (each written to a temporary name, then renamed), so a distillation run that stops
 loses at most the shard it was filling, and several machines' runs add up by committing their shards.
 """
@@ -49,6 +51,9 @@ def read_shard(path):
     rows = [{"id": i, "task": t, "template": tp, "prompt_len": int(plen[r]),
              "tokens": toks[starts[r]: starts[r + 1]].tolist()}
             for r, (i, t, tp) in enumerate(zip(meta["ids"], meta["tasks"], meta["templates"]))]
+    if meta.get("settings", {}).get("decoding") == "sample":  # the continuation is a sample, not the greedy output
+        for r, sd in zip(rows, meta["seeds"]):
+            r["sampled"], r["seed"] = True, sd
     return meta, rows
 
 
@@ -63,7 +68,8 @@ def load_corpus(paths):
                 raise UserError(f"{sp}: distilled from backbone {meta['backbone_fingerprint']}, but "
                                 f"{metas[0]['path']} from {metas[0]['backbone_fingerprint']}; train on one backbone's "
                                 "corpora at a time")
-            metas.append({**{k: v for k, v in meta.items() if k not in ("ids", "tasks", "templates")}, "path": str(sp)})
+            metas.append({**{k: v for k, v in meta.items() if k not in ("ids", "tasks", "templates", "seeds")},
+                          "path": str(sp)})
             for r in rs:
                 if r["id"] not in seen:
                     seen.add(r["id"])
@@ -83,7 +89,17 @@ def corpus_info(paths):
             "prompt_tokens": sum(r["prompt_len"] for r in rows), "shards": len(metas),
             "bytes": sum(os.path.getsize(m["path"]) for m in metas),
             "numerics": sorted({m["numerics"] for m in metas}),
-            "max_new": sorted({m["settings"]["max_new"] for m in metas}), "tasks": dict(sorted(tasks.items()))}
+            "max_new": sorted({m["settings"]["max_new"] for m in metas}), "decoding": decodings(metas),
+            "tasks": dict(sorted(tasks.items()))}
+
+
+def decodings(metas):
+    """How a corpus's shards were generated: "greedy", or the sampler settings ("T 1 top-k 64 top-p 0.95")."""
+    def one(st):
+        if st.get("decoding", "greedy") == "greedy":
+            return "greedy"
+        return f"T {st['temperature']:g} top-k {st['top_k']} top-p {st['top_p']:g}"
+    return sorted({one(m["settings"]) for m in metas})
 
 
 def write_shard(folder, rows, meta):
