@@ -166,3 +166,50 @@ def write_sampling_golden(path):
         lines.append(f"{T!r} {k} {p!r} {seed} {t} {tok} | " + " ".join(repr(float(x)) for x in lg))
     path.write_text("\n".join(lines) + "\n")
     return len(lines)
+
+
+def test_batched_inverse_cdf_is_the_sampler():
+    """train/sampled.py draws many rows at once; each must be model/sampling.py's sample() of that row."""
+    import torch
+
+    from mtplite.model.sampling import sample
+    from mtplite.train.sampled import inverse_cdf
+
+    rng = np.random.default_rng(0)
+    lg = rng.normal(0, 3, (64, 300))
+    ids = np.stack([rng.permutation(1000)[:300] for _ in range(64)])
+    ids[:, -20:] = -1  # columns that cannot be drawn (unseen context slots)
+    u = rng.random(64)
+    for T, k, p in [(1.0, 0, 1.0), (1.0, 64, 0.95), (0.7, 16, 0.9), (1.5, 0, 0.5)]:
+        got = inverse_cdf(torch.tensor(lg), torch.tensor(ids), torch.tensor(u), T, k, p).tolist()
+        want = [sample(lg[i, :-20], u[i], T, k, p, ids[i, :-20]) for i in range(64)]
+        assert got == want, (T, k, p)
+
+
+@pytest.mark.parametrize("spec", ["tiny:gemma3", "tiny:llama"])
+def test_teacher_forced_coupled_acceptance_is_the_runtime_s(spec):
+    """A row whose tokens after a prompt are the head's own coupled drafts (the runtime's draft step, at the row's
+    seed) is accepted K deep at that anchor, teacher-forced; the argmax drafts of a sampled row are not."""
+    from mtplite.model.generate import torch_steps
+    from mtplite.model.load import format_prompt
+    from mtplite.model.sampling import Sampler
+    from mtplite.train.sampled import coupled_runs
+    from mtplite.train.train import features, space_of
+
+    bb, head = trained(spec)[:2]
+    K, T = head.c.K, (1.0, 64, 0.95)
+    rows = []
+    for i, text in enumerate(PROMPTS[:3]):
+        ids, seed = format_prompt(bb, text), 1000 + i
+        P = len(ids)
+        prefill, decode, _, draft = torch_steps(bb, head, cache_len=P + K + 2, sampler=Sampler(*T, seed),
+                                                context=head.c.context)
+        prefill(ids[:-1], 0)
+        tok, act = decode(ids[-1], P - 1)
+        rows.append({"id": str(i), "task": "t", "prompt_len": P, "tokens": ids + [tok] + draft(tok, act, P, K),
+                     "sampled": True, "seed": seed, "sampler": T})
+    f = features(bb, rows, head.kv_layers, v_only=head.v_only_layers, space=space_of(head))
+    runs = coupled_runs(head, f, K, rows)
+    # anchors are the generated positions of each row in order: the first (the sampled token) drafts the K after it
+    assert [float(a) for a in runs["coupled"][:: K + 1]] == [K] * 3
+    assert runs["coupled"].sum() >= runs["argmax"].sum()

@@ -37,11 +37,13 @@ def build_head(backbone, rows, out, meta, *, seed=0, held=None, budget_s=None, l
     """Hold out whole templates (`held`: a starting head's, so a fine-tune keeps them out), train, and save the head
     with its training record. Returns the head, its head.json and the training rows."""
     train, val = split_rows(rows, holdout=0.1, seed=seed, held=held)
+    val = [r for r in val if not r.get("sampled")]  # early stopping watches greedy τ; sampled rows only train
     head, info = train_head(backbone, train, val_rows=val, budget_s=budget_s, seed=seed, log=log, **train_kw)
     head.cpu()
     doc = {**meta, "backbone_fingerprint": backbone.fingerprint, "seed": seed, "split": SPLIT,
            "val_templates": sorted({r.get("template") or template_of(r["id"]) for r in val}), "train_sequences": len(train),
            "train_generated_tokens": generated_tokens(train), "val_sequences": len(val),
+           "train_sampled_sequences": sum(bool(r.get("sampled")) for r in train),
            **info}
     save_head(head, out, doc)
     return head, doc, train

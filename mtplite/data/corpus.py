@@ -51,9 +51,10 @@ def read_shard(path):
     rows = [{"id": i, "task": t, "template": tp, "prompt_len": int(plen[r]),
              "tokens": toks[starts[r]: starts[r + 1]].tolist()}
             for r, (i, t, tp) in enumerate(zip(meta["ids"], meta["tasks"], meta["templates"]))]
-    if meta.get("settings", {}).get("decoding") == "sample":  # the continuation is a sample, not the greedy output
+    st = meta.get("settings", {})
+    if st.get("decoding") == "sample":  # the continuation is a sample, not the greedy output
         for r, sd in zip(rows, meta["seeds"]):
-            r["sampled"], r["seed"] = True, sd
+            r["sampled"], r["seed"], r["sampler"] = True, sd, (st["temperature"], st["top_k"], st["top_p"])
     return meta, rows
 
 
