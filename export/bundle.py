@@ -8,6 +8,7 @@ from pathlib import Path
 
 from mtplite.errors import UserError
 from mtplite.export.contract import FORMAT_VERSION, read_tflite
+from mtplite.model.load import chat_turn
 
 
 def write_tokenizer(backbone, path):
@@ -144,7 +145,7 @@ def make_manifest(backbone, head, head_doc, cache_len, prefill_lengths, K, sigs,
         "quantization": quant,
         "bos_id": backbone.bos_id, "eos_ids": list(backbone.eos_ids),
         "chat_template": backbone.tokenizer.chat_template if backbone.chat else None,
-        "bos_token": backbone.tokenizer.bos_token,
+        "bos_token": backbone.tokenizer.bos_token, "chat_turn": chat_turn(backbone),
         "settings": {"K": K, "source": "export default (run `mtplite calibrate` to measure)"},
     }
 

@@ -321,6 +321,12 @@ def check_manifest_dict(man, where="manifest.json"):
     m = _manifest_fields(man, where)
     if m.get("chat_template") is not None and not isinstance(m["chat_template"], str):
         raise UserError(f"{where}: field 'chat_template' must be a string or null; re-run `mtplite export`")
+    turn = m.get("chat_turn")
+    if turn is not None:
+        ids_ok = lambda v: isinstance(v, list) and all(type(t) is int and 0 <= t < m["vocab_size"] for t in v)  # noqa: E731
+        if not isinstance(turn, dict) or not all(ids_ok(turn.get(k)) for k in ("before_ids", "after_ids")):
+            raise UserError(f"{where}: chat_turn.before_ids / after_ids must be lists of token ids < vocab_size; "
+                            "re-run `mtplite export`")
     sigs = m.get("signatures")
     if not isinstance(sigs, dict) or not all(isinstance(sigs.get(g), dict) for g in ("backbone", "embedder", "drafter")):
         raise UserError(f"{where}: field 'signatures' missing; re-run `mtplite export`")

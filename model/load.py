@@ -225,6 +225,21 @@ def format_prompt(backbone, prompt):
     return backbone.encode("".join(m["content"] for m in msgs))
 
 
+def chat_turn(backbone):
+    """One user turn's ids around the message, {"before_ids", "after_ids"} (the chat template rendered around a
+    placeholder, BOS excluded), for an app that cannot run Jinja (the Android demo's screen); None for a base model.
+    The pieces tokenize as the whole does where the template puts a newline or a special token before and after the
+    message, as chat templates do."""
+    if not backbone.chat:
+        return None
+    tok, mark = backbone.tokenizer, "\x00MESSAGE\x00"
+    s = tok.apply_chat_template([{"role": "user", "content": mark}], tokenize=False, add_generation_prompt=True,
+                                bos_token="")
+    before, after = s.split(mark)
+    ids = lambda t: list(tok(t, add_special_tokens=False)["input_ids"]) if t else []  # noqa: E731
+    return {"before_ids": ids(before), "after_ids": ids(after)}
+
+
 def template_ids(tok, template, messages, bos_id, bos_token=None):
     """Prompt ids through a chat template with BOS placed once, the same way in training, mtplite's runtime and the
     official engine: prepended as bos_id where the backbone has one (the template's bos_token rendered empty, as the

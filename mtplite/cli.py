@@ -132,7 +132,8 @@ def _train(a, bb, t0, dtype):
         print("mtplite: keeping the trained head in --out; training only the standalone baseline", file=sys.stderr)
     if head is None:
         meta = {"backbone": a.backbone, "target_quant": tq, "init_head": a.init_head, "all_cached": a.all_cached,
-                "data": a.data, **app_meta(a.app, metas if a.data else [])}
+                "data": a.data, "soft": [a.soft_weight, a.soft_temperature] if a.soft_weight else None,
+                **app_meta(a.app, metas if a.data else [])}
         head, doc, train_rows = build_head(
             bb, rows, a.out, meta, seed=a.seed, held=held, budget_s=left, log=lambda s: print(s, file=sys.stderr),
             K=a.k, draft_vocab_size=a.draft_vocab, read_layers=a.read_layers, copy_heads=a.copy_heads,

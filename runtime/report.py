@@ -27,6 +27,14 @@ def read_log(path):
             raise UserError(f"{p}:{i}: not JSON ({e.msg}); a truncated last line means the run was killed") from None
         if not isinstance(r, dict) or r.get("schema") != "mtplite-device-log/1":
             raise UserError(f"{p}:{i}: not an mtplite device log record (schema != mtplite-device-log/1)")
+        for k in ("mode", "task", "id"):
+            if not isinstance(r.get(k), str):
+                raise UserError(f"{p}:{i}: field '{k}' must be a string")
+        if "error" in r:  # an item the app could not run: logged in its place (BenchFailure)
+            if not isinstance(r["error"], str):
+                raise UserError(f"{p}:{i}: field 'error' must be a string")
+            recs.append(r)
+            continue
         for k in NUM:
             v = r.get(k)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0 or v != v:
@@ -41,9 +49,6 @@ def read_log(path):
         apd = r.get("acceptance_per_depth")
         if not isinstance(apd, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in apd):
             raise UserError(f"{p}:{i}: field 'acceptance_per_depth' must be a list of numbers")
-        for k in ("mode", "task", "id"):
-            if not isinstance(r.get(k), str):
-                raise UserError(f"{p}:{i}: field '{k}' must be a string")
         recs.append(r)
     if not recs:
         raise UserError(f"{p}: empty device log")
@@ -52,6 +57,11 @@ def read_log(path):
 
 def report(path):
     recs = read_log(path)
+    failures = [{k: r[k] for k in ("mode", "id", "task", "error")} for r in recs if "error" in r]
+    recs = [r for r in recs if "error" not in r]
+    if not recs:
+        raise UserError(f"{path}: every item failed on the device, e.g. {failures[0]['mode']} {failures[0]['id']}: "
+                        f"{failures[0]['error']}")
     per = defaultdict(lambda: defaultdict(list))
     for r in recs:
         per[r["mode"]][r["task"]].append(r)
@@ -78,7 +88,7 @@ def report(path):
             "max_new_tokens": max(r["tokens"] for r in recs), "threads": "device", "modes": modes, "tasks": tasks,
             "table": table, "ratios": ratios, "memory": memory, "spec_vs_plain_mismatches": "n/a (device log)",
             "sampler": recs[0].get("sampler") or {},  # the app logs it (absent: greedy, from older app versions)
-            "manifest": {"backbone_spec": recs[0].get("device")}}
+            "manifest": {"backbone_spec": recs[0].get("device")}, "failures": failures}
 
 
 def register(sub):
@@ -96,6 +106,8 @@ def cmd_report(a):
     res = report(a.log)
     print(f"device: {res['device']}")
     print(markdown(res))
+    for f in res["failures"]:
+        print(f"failed on the device: {f['mode']} {f['id']} ({f['task']}): {f['error']}")
     if a.json:
         write_text_atomic(a.json, json.dumps(res, indent=1))
     if a.plot:

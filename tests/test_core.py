@@ -430,6 +430,25 @@ def test_runtime_encode_uses_the_manifest_chat_template():
         encode(tok, {"chat_template": "{{ raise_exception('no') }}"}, "x")
 
 
+def test_chat_turn_is_the_template_around_one_message():
+    """manifest chat_turn (for apps without Jinja: the Android demo's screen): BOS + before + message + after are the
+    ids format_prompt gives a one-message prompt; a base model has none."""
+    from types import SimpleNamespace
+
+    from mtplite.model.load import chat_turn, format_prompt, tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    # as chat templates do (SmolLM2, Gemma 3), a newline before the message: the split then tokenizes as the whole
+    tok.chat_template = "{{ bos_token }}{% for m in messages %}<{{ m['role'] }}>\n{{ m['content'] }}\n{% endfor %}" \
+                        "{% if add_generation_prompt %}<assistant>{% endif %}"
+    bb = SimpleNamespace(chat=True, tokenizer=tok, bos_id=1)
+    turn = chat_turn(bb)
+    msg = list(tok("hello there", add_special_tokens=False)["input_ids"])
+    assert [1] + turn["before_ids"] + msg + turn["after_ids"] == format_prompt(bb, "hello there")
+    assert turn["before_ids"] and turn["after_ids"]
+    assert chat_turn(SimpleNamespace(chat=False)) is None
+
+
 def test_benchmarks_page_is_rendered_from_the_committed_json():
     """BENCHMARKS.md is exactly what mtplite.results renders from results/gemma3-270m (machine lines aside)."""
     from pathlib import Path

@@ -138,6 +138,9 @@ def write_manifest_fixtures(dirpath):
         "gate-ok": (mut(lambda m: m.update(settings={"K": 3, "min_prob": 0.4})), None),
         "gate-string": (mut(lambda m: m.update(settings={"K": 3, "min_prob": "high"})), "min_prob"),
         "gate-range": (mut(lambda m: m.update(settings={"K": 3, "min_prob": 1.5})), "min_prob"),
+        "chat-turn-ok": (mut(lambda m: m.update(chat_turn={"before_ids": [1, 2], "after_ids": [3]})), None),
+        "chat-turn-range": (mut(lambda m: m.update(chat_turn={"before_ids": [1], "after_ids": [10 ** 6]})), "chat_turn"),
+        "chat-turn-type": (mut(lambda m: m.update(chat_turn="<|im_start|>")), "chat_turn"),
         "hybrid-ok": (mut(lambda m: m.update(settings={"K": 3, "hybrid_min_ngram": {"drafter": 1, "drafter_ctx": 3}})), None),
         "hybrid-range": (mut(lambda m: m.update(settings={"K": 3, "hybrid_min_ngram": {"drafter_ctx": 4}})), "hybrid_min_ngram"),
         "hybrid-key": (mut(lambda m: m.update(settings={"K": 3, "hybrid_min_ngram": {"head": 2}})), "hybrid_min_ngram"),
@@ -200,12 +203,13 @@ def test_kotlin_core(tmp_path):
     assert r.returncode == 0 and bad and bad.group(1) == "0", "\n".join(fails) or r.stdout[-4000:]
     assert int(ok.group(1)) >= 9
     # the sample device log the Kotlin writer produced goes through `mtplite report`
-    assert log.exists() and len(log.read_text().splitlines()) == 4
+    assert log.exists() and len(log.read_text().splitlines()) == 5  # 4 records and a failure
     png = tmp_path / "report.png"
     r = subprocess.run([sys.executable, "-m", "mtplite.cli", "report", str(log), "--plot", str(png)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "mtp/plain" in r.stdout and "summarize" in r.stdout and png.stat().st_size > 1000
+    assert "failed on the device: mtp p4 (code): IllegalArgumentException: prompt is 600 tokens" in r.stdout
     # CPU time per token from the app's cpu_s (0.01 s per token in the sample): the same line as the desktop bench
     assert "process CPU-ms per generated token (user + system, prefill included): plain 10.0, mtp 10.0" in r.stdout
 
@@ -213,7 +217,12 @@ def test_kotlin_core(tmp_path):
 def test_report_rejects_bad_logs(tmp_path):
     bad = tmp_path / "bad.jsonl"
     for content, needle in [('{"schema": "x"}\n', "schema"), ("{trunc", "not JSON"), ("", "empty"),
-                            ('{"schema": "mtplite-device-log/1", "tokens": -1}\n', "tokens")]:
+                            ('{"schema": "mtplite-device-log/1", "mode": "mtp", "id": "a", "task": "t", "tokens": -1}\n',
+                             "tokens"),
+                            ('{"schema": "mtplite-device-log/1", "mode": "mtp", "id": "a", "task": "t", "error": 1}\n',
+                             "error"),
+                            ('{"schema": "mtplite-device-log/1", "mode": "mtp", "id": "a", "task": "t", "error": "x"}\n',
+                             "every item failed")]:
         bad.write_text(content)
         r = subprocess.run([sys.executable, "-m", "mtplite.cli", "report", str(bad)], capture_output=True, text=True)
         assert r.returncode == 2 and "Traceback" not in r.stderr and needle in r.stderr, r.stderr

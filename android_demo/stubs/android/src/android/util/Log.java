@@ -4,5 +4,6 @@ package android.util;
 public final class Log {
     Log() { throw new RuntimeException("Stub!"); }
     public static int i(@android.annotation.Nullable String tag, @android.annotation.NonNull String msg) { throw new RuntimeException("Stub!"); }
+    public static int e(@android.annotation.Nullable String tag, @android.annotation.NonNull String msg) { throw new RuntimeException("Stub!"); }
     public static int e(@android.annotation.Nullable String tag, @android.annotation.Nullable String msg, @android.annotation.Nullable Throwable tr) { throw new RuntimeException("Stub!"); }
 }

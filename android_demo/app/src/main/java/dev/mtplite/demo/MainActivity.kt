@@ -12,6 +12,7 @@ import android.widget.Button
 import android.widget.CheckBox
 import android.widget.EditText
 import android.widget.TextView
+import dev.mtplite.core.BenchFailure
 import dev.mtplite.core.BenchRecord
 import dev.mtplite.core.GatedDraft
 import dev.mtplite.core.Sampler
@@ -22,6 +23,8 @@ import dev.mtplite.core.Memory
 import dev.mtplite.core.Vocab
 import dev.mtplite.core.generate
 import dev.mtplite.core.parseManifest
+import dev.mtplite.core.promptIds
+import dev.mtplite.core.promptTooLong
 import java.io.File
 import kotlin.concurrent.thread
 
@@ -44,17 +47,27 @@ class MainActivity : Activity() {
         setContentView(R.layout.activity_main)
         val dir = File(getExternalFilesDir(null), "bundle")
         val stats = view<TextView>(R.id.stats)
+        val bench = intent.getStringExtra("mode") == "bench"
         val manifest = try { parseManifest(File(dir, "manifest.json").readText(), "manifest.json") } catch (e: Exception) {
             stats.text = "No valid bundle in $dir: ${e.message}\nadb push OUT/android $dir"
+            // headless: the README's `adb logcat -s mtplite` must show why nothing runs
+            Log.e(tag, "no valid bundle in $dir: ${e.message}")
+            if (bench) finish()
             return
         }
-        if (intent.getStringExtra("mode") == "bench") {
+        if (bench) {
             val out = File(getExternalFilesDir(null), intent.getStringExtra("out") ?: "bench.jsonl")
             val maxNew = intent.getStringExtra("max_new_tokens")?.toIntOrNull() ?: 64
             val sampler = try { Sampler.fromExtras { intent.getStringExtra(it) } } catch (e: IllegalArgumentException) {
                 Log.e(tag, "bad sampling extras: ${e.message}", e); finish(); return
             }
-            thread { runBench(dir, manifest, out, maxNew, sampler); runOnUiThread { finish() } }
+            thread {
+                // under the mtplite tag: an uncaught exception would be logged as AndroidRuntime, which
+                // `adb logcat -s mtplite` hides, and the user would wait for "bench written" forever
+                try { runBench(dir, manifest, out, maxNew, sampler) } catch (e: Throwable) {
+                    Log.e(tag, "bench failed: $e", e)
+                } finally { runOnUiThread { finish() } }
+            }
             return
         }
         val vocab = Vocab.fromTokenizerJson(File(dir, manifest.files.getValue("tokenizer")).readText())
@@ -69,10 +82,12 @@ class MainActivity : Activity() {
                 stats.text = e.message
                 return@setOnClickListener
             }
+            // the user's message inside the backbone's chat turn, as the instruction-tuned model was trained to see it
+            val ids = promptIds(manifest, vocab.encode(text))
+            promptTooLong(ids.size, manifest.cacheLength)?.let { stats.text = it; return@setOnClickListener }
             output.text = ""
-            thread {
+            thread { try {
                 bundle.reset()
-                val ids = (listOfNotNull(manifest.bosId) + vocab.encode(text)).toIntArray()
                 val emitted = ArrayList<Int>()
                 val t0 = System.nanoTime()
                 // who drafts: calibrate's choice for this device (settings.draft): the head, hybrid or lookup alone
@@ -94,7 +109,10 @@ class MainActivity : Activity() {
                         (g.tokens.size - 1) / ((g.totalNs - g.ttftNs) / 1e9), g.acceptLength?.let { "%.2f".format(it) } ?: "-",
                         g.ttftNs / 1e6)
                 }
-            }
+            } catch (e: Exception) {  // a message on screen, not a dead app
+                Log.e(tag, "generation failed: $e", e)
+                runOnUiThread { stats.text = "Generation failed: ${e.message}" }
+            } }
         }
     }
 
@@ -120,7 +138,7 @@ class MainActivity : Activity() {
             // '+ctx' when the bundle has drafter_ctx: the head also drafts the text's own ids outside its draft space
             val modes = listOf("plain", "mtp", "hybrid") + (if (man.minProb > 0) listOf("mtp+gate", "hybrid+gate") else emptyList()) +
                 (if (man.context != null) listOf("mtp+ctx", "hybrid+ctx") else emptyList())
-            for (mode in modes) {
+            for (mode in modes) try {
                 val spec = mode != "plain"
                 val before = pss()
                 // one mode's bundle at a time: `use` releases its native buffers before the next mode loads, even
@@ -132,7 +150,7 @@ class MainActivity : Activity() {
                     val wbytes = weights.getValue("backbone") + weights.getValue("embedder") +
                         (if (spec) weights.getValue("drafter") else 0L) +
                         (if ("+ctx" in mode) File(dir, man.context!!.file).length() else 0L)
-                    for (p in prompts) {
+                    for (p in prompts) w.item(device, mode, p["id"] as String, p["task"] as String) {
                         b.reset()
                         b.sampler = sampler
                         val ids = (p["ids"] as List<*>).map { (it as Long).toInt() }.toIntArray()
@@ -146,11 +164,14 @@ class MainActivity : Activity() {
                         val rt = Runtime.getRuntime()
                         val mem = Memory(rt.totalMemory() - rt.freeMemory(), Debug.getNativeHeapAllocatedSize(), before, after,
                             wbytes, b.kvBytes, null)
-                        w.write(BenchRecord.from(device, mode, p["id"] as String, p["task"] as String, g, mem, cpuS,
-                            if (e0 != null && e1 != null) e0 - e1 else null, sampler))
                         Log.i(tag, "$mode ${p["id"]}: ${g.tokens.size} tokens, accept ${g.acceptLength}")
-                    }
+                        BenchRecord.from(device, mode, p["id"] as String, p["task"] as String, g, mem, cpuS,
+                            if (e0 != null && e1 != null) e0 - e1 else null, sampler)
+                    }?.let { Log.e(tag, "$mode ${p["id"]} failed: $it", it) }
                 }
+            } catch (e: Exception) {  // the mode's graphs did not load: logged in its place, the next mode runs
+                w.write(BenchFailure(device, mode, "*", "*", "${e::class.simpleName}: ${e.message}"))
+                Log.e(tag, "$mode failed: $e", e)
             }
         }
         Log.i(tag, "bench written to $out")

@@ -19,7 +19,7 @@ data class BenchRecord(
     val decodeTokensPerS: Double? get() = if (tokens > 1 && decodeS > 0) (tokens - 1) / decodeS else null
 
     fun toJson(): String = Json.write(linkedMapOf<String, Any?>(
-        "schema" to "mtplite-device-log/1", "device" to device, "mode" to mode, "id" to promptId, "task" to task,
+        "schema" to LOG_SCHEMA, "device" to device, "mode" to mode, "id" to promptId, "task" to task,
         "tokens" to tokens, "decode_s" to decodeS, "ttft_s" to ttftS, "decode_tokens_per_s" to decodeTokensPerS,
         "accept_length" to acceptLength, "acceptance_per_depth" to acceptancePerDepth, "cycles" to cycles,
         "accepted" to accepted, "backbone_passes" to backbonePasses, "draft_ms_per_cycle" to draftMsPerCycle, "verify_ms_per_cycle" to verifyMsPerCycle,
@@ -45,11 +45,28 @@ data class BenchRecord(
     }
 }
 
+const val LOG_SCHEMA = "mtplite-device-log/1"
+
+/** A benchmark item that failed, logged in its place: `mtplite report` lists it, and the run goes on. */
+data class BenchFailure(val device: String, val mode: String, val promptId: String, val task: String, val error: String) {
+    fun toJson(): String = Json.write(linkedMapOf<String, Any?>("schema" to LOG_SCHEMA, "device" to device,
+        "mode" to mode, "id" to promptId, "task" to task, "error" to error))
+}
+
 data class Memory(val javaHeap: Long, val nativeHeap: Long, val pssBefore: Long, val pssAfter: Long,
                   val weightBytes: Long, val kvBytes: Long, val savedVsStandalone: Long?)
 
 class JsonlWriter(private val file: File) : AutoCloseable {
     private val out = file.outputStream().bufferedWriter()
-    fun write(r: BenchRecord) { out.write(r.toJson()); out.write("\n"); out.flush() }
+    fun write(r: BenchRecord) = line(r.toJson())
+    fun write(f: BenchFailure) = line(f.toJson())
+    private fun line(s: String) { out.write(s); out.write("\n"); out.flush() }
     override fun close() = out.close()
+
+    /** One benchmark item: its record, or, where [run] throws, a failure record in its place. Returns the failure
+     * (null on success) for the caller to log; an Error (out of memory) still ends the run. */
+    fun item(device: String, mode: String, promptId: String, task: String, run: () -> BenchRecord): Exception? =
+        try { write(run()); null } catch (e: Exception) {
+            write(BenchFailure(device, mode, promptId, task, "${e::class.simpleName}: ${e.message}")); e
+        }
 }

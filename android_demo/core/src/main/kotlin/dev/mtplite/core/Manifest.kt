@@ -23,12 +23,29 @@ data class Manifest(
     // exactness: bit_identical where export's probe found decode to be verify's row 0 bit for bit; otherwise (or
     // absent, from an older export) plain steps run as row 0 of verify so that MTP output stays plain output
     val exactness: String? = null,
+    // chat_turn: one user turn's ids around the message (export renders the chat template); null for a base model
+    val chatTurn: ChatTurn? = null,
 ) {
     /** Plain steps through verify: wherever decode was not found bit-identical to verify's row 0. */
     val exactPath: Boolean get() = exactness != "bit_identical"
     /** The shortest lookup match hybrid copies with the given drafter: calibrate's choice, else [HYBRID_MIN_NGRAM]. */
     fun hybridMinNgram(withContext: Boolean) = hybridMinNgram[if (withContext) "drafter_ctx" else "drafter"] ?: HYBRID_MIN_NGRAM
 }
+
+/** The ids a chat template puts around one user message (manifest.chat_turn; BOS not included). */
+data class ChatTurn(val before: List<Int>, val after: List<Int>)
+
+/** The prompt ids of one user message as the backbone is deployed: BOS, then the chat turn around the message's ids
+ * where the bundle has a chat template, else the bare text (a base model). */
+fun promptIds(man: Manifest, message: List<Int>): IntArray =
+    (listOfNotNull(man.bosId) + (man.chatTurn?.before ?: emptyList()) + message + (man.chatTurn?.after ?: emptyList())).toIntArray()
+
+/** Why a prompt of [promptLen] tokens cannot run in a cache of [cacheLength] slots (null: it can): generate needs
+ * the prompt and at least one new token in the cache. */
+fun promptTooLong(promptLen: Int, cacheLength: Int): String? =
+    if (promptLen <= cacheLength - 1) null
+    else "The prompt is $promptLen tokens; this bundle's cache holds $cacheLength. Shorten it, or re-export with a " +
+        "longer cache (mtplite export --cache-length)."
 
 /** manifest.context_drafter: the graph that drafts all K tokens in one call ([DRAFT_K]), also the text's own ids
  * outside the draft space (ContextSpace). */
@@ -131,9 +148,18 @@ fun parseManifest(text: String, where: String): Manifest {
     val man = Manifest(k, c, v, h, nl, dv, pl.map { it.toInt() }, rl.map { it.toInt() }, eos.map { it.toInt() },
         (m["bos_id"] as? Long)?.toInt(), files.entries.associate { it.key.toString() to it.value.toString() }, sigs,
         m["backbone_fingerprint"] as? String, m["head_fingerprint"] as? String, minProb,
-        m["context_drafter"]?.let { parseContext(it, v, where) }, hybrid, draft as String, exactness(m, where))
+        m["context_drafter"]?.let { parseContext(it, v, where) }, hybrid, draft as String, exactness(m, where),
+        parseChatTurn(m["chat_turn"], v, where))
     checkContract(man, where)
     return man
+}
+
+private fun parseChatTurn(x: Any?, vocab: Int, where: String): ChatTurn? {
+    if (x == null) return null
+    val t = x as? Map<*, *> ?: fail(where, "field 'chat_turn' must be an object or null; re-run `mtplite export`")
+    fun ids(key: String) = intList(t[key])?.takeIf { l -> l.all { it in 0 until vocab } }?.map { it.toInt() }
+        ?: fail(where, "chat_turn.$key must be a list of token ids < vocab_size; re-run `mtplite export`")
+    return ChatTurn(ids("before_ids"), ids("after_ids"))
 }
 
 private fun parseContext(x: Any?, vocab: Int, where: String): ContextDrafter {

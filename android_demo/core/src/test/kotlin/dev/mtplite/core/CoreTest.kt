@@ -143,7 +143,34 @@ class CoreTest {
                 w.write(BenchRecord.from("JVM test (ToyModel)", mode, "p$i", if (i < 2) "summarize" else "code", g, mem,
                     cpuS = 0.01 * g.tokens.size, energyNwh = if (i % 2 == 0) 1000L else null))
             }
+            // a prompt that throws becomes a failure record in its place, and the run goes on
+            val e = w.item("JVM test (ToyModel)", "mtp", "p4", "code") {
+                generate(IntArray(600) { 1 }, ToyModel(), null, 0, 8, emptySet(), 256); error("unreachable")
+            }
+            assertTrue(e is IllegalArgumentException && "cache holds 256" in e.message!!)
         }
+    }
+
+    @Test fun failedItemIsLoggedAndTheRunGoesOn() {
+        val f = File.createTempFile("bench", ".jsonl")
+        JsonlWriter(f).use { w ->
+            assertNull(w.item("d", "plain", "a", "t") { BenchRecord.from("d", "plain", "a", "t", plain(4), Memory(0, 0, 0, 0, 0, 0, null)) })
+            assertTrue(w.item("d", "mtp", "b", "t") { throw IllegalStateException("drafter failed") } is IllegalStateException)
+        }
+        val lines = f.readLines().map { Json.parse(it) as Map<*, *> }
+        assertEquals(listOf("plain", "mtp"), lines.map { it["mode"] })
+        assertEquals("IllegalStateException: drafter failed", lines[1]["error"])
+        assertEquals(LOG_SCHEMA, lines[1]["schema"])
+    }
+
+    @Test fun promptIdsWrapTheMessageInTheChatTurn() {
+        val base = parseManifest(File(System.getProperty("mtplite.manifests") ?: return, "good.json").readText(), "good.json")
+        val bos = listOfNotNull(base.bosId)
+        assertEquals(bos + listOf(7, 8), promptIds(base, listOf(7, 8)).toList())  // a base model: the bare text
+        val chat = base.copy(chatTurn = ChatTurn(listOf(1, 2), listOf(3)))
+        assertEquals(bos + listOf(1, 2, 7, 8, 3), promptIds(chat, listOf(7, 8)).toList())
+        assertNull(promptTooLong(255, 256))
+        assertTrue("256" in promptTooLong(256, 256)!!)
     }
 }
 
