@@ -150,7 +150,7 @@ def check(manifest_path):
 def draft_k_windows(C):
     """drafter_ctx also holds mtp_draft_k_<W> for these W: the same graph over the cache's first W slots only. A draft
     at pos reads slots < pos, so up to pos = W it is the same computation, without attending over the C - W slots
-    that hold no token yet (notes/PERF.md, Session 37)."""
+    that hold no token yet."""
     return [C // 8, C // 4, C // 2] if C >= 128 else []
 
 

@@ -66,10 +66,9 @@ class DrafterGraph(nn.Module):
 class DraftKGraph(nn.Module):
     """The head's K draft steps unrolled in one graph, with the context draft space (MTPHead.step's ctx): argmax, the
     draft-space index -> token id map and the next step's embedding row all stay inside, so one call replaces K
-    drafter calls, K embedder calls and K full-vocabulary logit reads (SmolLM2 int8: 0.24 vs 0.40 of a decode
-    step per K=3 draft; notes/PERF.md, Session 30). Drafts are the head's argmax, also when the
-    runtime samples: verify samples every row with plain sampling's u_t, so any drafts keep the output exact, and
-    argmax drafts were accepted more often than coupled ones (notes/PERF.md, Session 29)."""
+    drafter calls, K embedder calls and K full-vocabulary logit reads (notes/PERF.md). Drafts are the head's argmax,
+    also when the runtime samples: verify samples every row with plain sampling's u_t, so any drafts keep the output
+    exact, and a head trained on greedy labels drafts its argmax more often right than its coupled sample."""
 
     def __init__(self, head, dec, window=None):
         super().__init__()

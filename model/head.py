@@ -101,12 +101,8 @@ def default_read_layers(c):
     """Sliding-window backbones: the last global-attention layer and the last sliding one (what Gemma 4's edge
     drafters read). Full-attention backbones: the last layer.
 
-    With the copy read and the context draft space, the spread read (Gemma 3 270M: 5, 11, 16, 17) no longer paid:
-    on the committed corpus the last two alone reached the same held-out τ (3.39 vs 3.40 after one epoch) and the
-    same bench τ (mtp+ctx 2.84 both), for 0.73x the K-step drafter's graph time and 0.7x the training time per batch
-    (notes/PERF.md, Session 35). Earlier, before the copy read, it had measured τ 1.56 -> 1.76. On SmolLM2 (30
-    full-attention layers) reading 9, 19, 29 made the drafter step 0.05 -> 0.12 of a decode step for τ 1.42 -> 1.52
-    with 6x the data: MTP/plain 1.09x -> 0.90x."""
+    With the copy read and the context draft space, reading more layers spread over the depth no longer paid: the
+    same held-out and bench τ for a slower drafter and slower training (notes/PERF.md, "a two-layer read")."""
     glob = [i for i in range(c.num_layers) if not c.sliding_window[i]]
     slid = [i for i in range(c.num_layers) if c.sliding_window[i]]
     if not slid:

@@ -63,7 +63,7 @@ const val FORMAT_VERSION = 1L
 const val DRAFT_K = "mtp_draft_k"
 
 /** mtp_draft_k_<W> runs the same graph over the cache's first W slots; a draft at pos reads slots < pos, so the
- * narrowest window with pos <= W gives the same drafts for less work (notes/PERF.md, Session 37). */
+ * narrowest window with pos <= W gives the same drafts for less work. */
 fun draftKSignature(windows: Collection<Int>, pos: Int): String =
     windows.filter { pos <= it }.minOrNull()?.let { "${DRAFT_K}_$it" } ?: DRAFT_K
 
