@@ -263,6 +263,9 @@ def bench(bundle_dir, prompts, max_new=64, modes=("plain", "mtp", "mtp+ctx", "lo
         result["engine"] = engine_summary(run_engine(bundle_dir, kept, max_new), kept)
     result["seconds"] = time.time() - t0
     result["versions"] = versions()
+    from mtplite.runtime.summary import machine
+
+    result["machine"] = f"{machine()}, {threads} threads"
     return result
 
 

@@ -86,12 +86,26 @@ def cmd_bench(a):
         also.append((name, d))
     from mtplite.model.sampling import from_args
 
+    from mtplite.runtime.summary import compact, to_csv, verdict
+
     sampler = from_args(a)
-    res = bench(a.out, prompts, max_new=a.max_new_tokens, modes=modes, threads=a.threads, engine=not a.no_engine,
-                exact=a.exact or None, also=also, sampler=sampler)
-    print(markdown(res))
+    if a.repeat < 1:
+        raise UserError(f"--repeat {a.repeat}: runs of the whole bench, at least 1")
+    runs = []
+    for i in range(a.repeat):
+        if a.repeat > 1:
+            print(f"[bench] run {i + 1} of {a.repeat}", file=sys.stderr)
+        runs.append(bench(a.out, prompts, max_new=a.max_new_tokens, modes=modes, threads=a.threads,
+                          engine=not a.no_engine, exact=a.exact or None, also=also, sampler=sampler))
+    res = runs[-1]  # tables and outputs of the last run, the speedups of every run
+    if len(runs) > 1:
+        res["repeats"] = [{"ratios": r["ratios"], **({"engine": r["engine"]} if "engine" in r else {})} for r in runs]
+    print(verdict(res))
+    print(compact(res) if a.compact else markdown(res))
     if a.json:
         write_text_atomic(a.json, json.dumps(res, indent=1))
+    if a.csv:
+        write_text_atomic(a.csv, to_csv(res))
     if a.plot:
         plot(res, a.plot)
 
@@ -107,6 +121,13 @@ def add_run_args(p, max_new, what):
     p.add_argument("--json", help=f"write the {what} here (atomically)")
 
 
+def add_view_args(p):
+    """--compact / --csv for the commands that print a bench table (bench, report)."""
+    p.add_argument("--compact", action="store_true", help="print speedups per task and mode in under 100 columns "
+                   "instead of the full table")
+    p.add_argument("--csv", metavar="FILE", help="also write the table as CSV here (task, mode, tok/s, τ, speedup)")
+
+
 def register(sub):
     b = sub.add_parser("bench", help="plain vs MTP vs prompt lookup vs hybrid (+ official engine), side by side")
     b.add_argument("out", help="a bundle directory (the --out of export)")
@@ -117,6 +138,8 @@ def register(sub):
                         + ",".join(MODES))
     b.add_argument("--limit", type=int, default=0, help="run only the first N prompts (default 0: all)")
     b.add_argument("--no-engine", action="store_true", help="skip the official litert_lm engine rows")
+    b.add_argument("--repeat", type=int, default=1, help="run the whole bench N times; speedups get ± over the runs")
+    add_view_args(b)
     b.add_argument("--plot", metavar="PNG", help="also draw the speeds into this PNG")
     b.add_argument("--exact", action="store_true",
                    help="force plain steps through the verify graph (taken by itself where the load-time probe finds "

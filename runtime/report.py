@@ -96,6 +96,9 @@ def register(sub):
     r.add_argument("log", help="the JSONL log the Android demo's benchmark wrote")
     r.add_argument("--plot", metavar="PNG", help="also draw the speeds into this PNG")
     r.add_argument("--json", metavar="FILE", help="also write the report as JSON here")
+    from mtplite.runtime.cli import add_view_args
+
+    add_view_args(r)
     r.set_defaults(fn=cmd_report)
 
 
@@ -103,9 +106,13 @@ def cmd_report(a):
     from mtplite.paths import write_text_atomic
     from mtplite.runtime.bench import markdown, plot
 
+    from mtplite.runtime.summary import compact, to_csv, verdict
+
     res = report(a.log)
-    print(f"device: {res['device']}")
-    print(markdown(res))
+    print(verdict(res, where=res["device"]))
+    print(compact(res) if a.compact else markdown(res))
+    if a.csv:
+        write_text_atomic(a.csv, to_csv(res))
     for f in res["failures"]:
         print(f"failed on the device: {f['mode']} {f['id']} ({f['task']}): {f['error']}")
     if a.json:

@@ -99,6 +99,17 @@ def test_distill_train_export_bench_on_your_own_prompts(tmp_path):
     pl = b["table"]["plain"]["all"]
     assert 0 <= pl["loop_share"] <= 1 and 0 <= pl["ended_by_itself"] <= 2
     assert {s["id"] for t in b["samples"].values() for s in t} == held and "answers (plain)" in out
+    # what a person reads at a glance: a verdict line, a table under 100 columns with ± over runs, a CSV
+    rc, out, err = cli("bench", str(tmp_path / "out"), "--no-engine", "--modes", "plain,mtp,mtp+ctx", "--max-new-tokens",
+                       "16", "--repeat", "2", "--compact", "--csv", str(tmp_path / "b.csv"), "--json", str(tmp_path / "r.json"))
+    assert rc == 0, err[-1500:]
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("verdict: ") and "head alone (mtp+ctx)" in lines[0] and "2 runs" in lines[0]
+    assert max(map(len, lines[1:])) <= 100 and "±" in out and "mtp+c" in lines[1]
+    r = json.loads((tmp_path / "r.json").read_text())
+    assert len(r["repeats"]) == 2 and r["machine"]
+    rows = (tmp_path / "b.csv").read_text().splitlines()
+    assert rows[0].startswith("task,mode,decode_tokens_per_s") and len(rows) == 1 + 3 * len(r["tasks"])
 
 
 def test_loop_tokens_counts_what_repeats_an_earlier_4gram():
