@@ -219,7 +219,10 @@ def closing(res, settings, threads, bundle, root, engine=None):
         default = f"  `mtplite generate` decodes plainly by default (drafting off), because calibrate {settings.get('reason', '')}\n"
     from mtplite.export.bundle import engine_verdict
 
-    return (f"  decode speedup vs plain (this CPU, {threads} threads): " + "; ".join(modes) + "\n" + default +
+    from mtplite.runtime.summary import verdict
+
+    return (f"  {verdict(res)}\n"
+            f"  decode speedup vs plain (this CPU, {threads} threads): " + "; ".join(modes) + "\n" + default +
             f"  {engine_verdict(engine)}\n" +
             f"  MTP adds {res['memory']['drafter_bytes'] / 1e6:.1f} MB of weights and 0 KV bytes\n"
             f"  bundle: {bundle / 'model.litertlm'} (LiteRT-LM), {bundle / 'android'} (Android demo)\n"

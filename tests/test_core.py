@@ -473,8 +473,10 @@ def test_quickstart_closing_names_every_mode_and_the_calibrated_default():
 
     res = {"ratios": {"mtp/plain": {"all": 1.18}, "hybrid+gate/plain": {"all": 1.72}, "hybrid/plain": {"all": 1.6},
                       "lookup/plain": {"all": 1.83}},
-           "table": {"mtp": {"all": {"accept_length": 2.46}}}, "memory": {"drafter_bytes": 15e6}}
+           "table": {"mtp": {"all": {"accept_length": 2.46}}, "plain": {"all": {"decode_tokens_per_s": 40.0}}},
+           "memory": {"drafter_bytes": 15e6}}
     text = closing(res, {"draft": "lookup", "reason": "predicted 1.52x with prompt lookup alone"}, 2, Path("b"), Path("r"))
+    assert text.splitlines()[0].strip().startswith("verdict: best lookup 1.83x plain; head alone (mtp) 1.18x")
     assert "MTP head 1.18x (accept length 2.46)" in text and "hybrid (lookup + head) 1.72x" in text
     assert "prompt lookup alone 1.83x" in text and "drafts with lookup by default" in text and "1.52x" in text
     assert "by default" not in closing(res, {}, 2, Path("b"), Path("r"))
