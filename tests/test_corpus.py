@@ -152,9 +152,11 @@ def test_committed_corpora_are_readable():
     for f in folders:
         rows, metas = load_corpus([f])
         info = corpus_info([f])
-        assert info["backbone"] == f.name and info["rows"] == len(rows) > 0
+        sampled = f.name.endswith("-sampled")
+        assert info["backbone"] == f.name.removesuffix("-sampled") and info["rows"] == len(rows) > 0
         assert all(0 < r["prompt_len"] < len(r["tokens"]) for r in rows)
-        assert all(m["settings"]["decoding"] == "greedy" for m in metas)
+        assert all(m["settings"]["decoding"] == ("sample" if sampled else "greedy") for m in metas)
+        assert all(bool(r.get("sampled")) == sampled and (not sampled or "~T1k64p0.95s" in r["id"]) for r in rows)
 
 
 def test_quickstart_trains_from_the_committed_corpus_of_its_backbone(tmp_path, monkeypatch, capsys):
