@@ -157,3 +157,12 @@ def test_every_option_has_help_and_the_cli_a_version():
     assert r.returncode == 0 and r.stdout.strip() == f"mtplite {__version__}"
     r = subprocess.run([sys.executable, "-m", "mtplite.cli", "export", "--help"], capture_output=True, text=True)
     assert "(default: 512)" in " ".join(r.stdout.split())
+
+
+def test_readme_is_for_users():
+    """The README is how-to for users (at most 150 lines, 1,200 words); the design lives in docs/DESIGN.md, the
+    story in notes/PERF.md."""
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 150 and len(text.split()) <= 1200, (len(text.splitlines()), len(text.split()))
+    assert (ROOT / "docs" / "DESIGN.md").is_file() and "docs/DESIGN.md" in text
+    assert not re.search(r"\bsessions? \d+", text, re.I)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from conftest import PROMPTS, trained
 from test_export_runtime import bundle
 
-FUZZ = int(os.environ.get("MTPLITE_FUZZ_EXAMPLES", "220"))  # per reader; README documents a longer opt-in run
+FUZZ = int(os.environ.get("MTPLITE_FUZZ_EXAMPLES", "220"))  # per reader; docs/DESIGN.md gives a longer opt-in run
 SETTINGS = settings(max_examples=FUZZ, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
