@@ -266,6 +266,9 @@ def _manifest_fields(man, where):
                                        for k, v in hm.items()):
         raise UserError(f"{where}: settings.hybrid_min_ngram = {hm!r} must map drafter / drafter_ctx to 1, 2 or 3; "
                         f"re-run `mtplite calibrate`")
+    dr = (settings or {}).get("drafter", "drafter")
+    if dr not in ("drafter", "drafter_ctx"):
+        raise UserError(f"{where}: settings.drafter = {dr!r} must be drafter or drafter_ctx; re-run `mtplite calibrate`")
     return man
 
 

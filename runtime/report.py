@@ -91,11 +91,60 @@ def report(path):
             "manifest": {"backbone_spec": recs[0].get("device")}, "failures": failures}
 
 
+# as calibrate: drafting must be predicted (here: measured) at least this much faster than plain to be switched on
+PAYS = 1.05
+
+
+def device_settings(res, old, date):
+    """The bundle's settings from a device log's report: the mode that ran fastest on the phone, if it beat plain by
+    PAYS, else drafting off. The log measures every mode the app can run side by side, so its speeds decide directly;
+    calibrate's cost model is only needed where a mode was not run. `old`: the manifest's settings (the gate and
+    hybrid's match length the app ran with are kept; K is the bundle's)."""
+    sp = {k[: -len("/plain")]: v["all"] for k, v in res["ratios"].items() if k.endswith("/plain") and "all" in v}
+    if not sp:
+        raise UserError(f"{res['source']}: no drafting mode besides plain; run the app's bench with MTP modes")
+    best = max(sp, key=sp.get)
+    x = sp[best]
+    draft = ("hybrid" if best.startswith("hybrid") else "mtp") if x >= PAYS else "off"
+    how = f"{best} ran {x:.2f}x plain" + ("" if x >= PAYS else f", under the {PAYS:.2f}x it must reach")
+    pl = res["table"]["plain"]["all"]
+    return {**old, "draft": draft, "min_prob": old.get("min_prob", 0.0) if "+gate" in best else 0.0,
+            "drafter": "drafter_ctx" if "+ctx" in best else "drafter",
+            "source": f"device {res['device']}, {date}", "reason": f"measured on {res['device']}: {how}",
+            "measured_speedup_per_mode": {m: round(v, 3) for m, v in sorted(sp.items())},
+            "measured_on_device": {"decode_tokens_per_s": pl["decode_tokens_per_s"],
+                                   "draft_ms_per_cycle": {m: res["table"][m]["all"].get("draft_ms_per_cycle")
+                                                          for m in sp},
+                                   "verify_ms_per_cycle": {m: res["table"][m]["all"].get("verify_ms_per_cycle")
+                                                           for m in sp},
+                                   "accept_length": {m: res["table"][m]["all"].get("accept_length") for m in sp}},
+            "calibrated_at": date}
+
+
+def calibrate_from_log(res, bundle):
+    """Write device_settings into the bundle's manifest (atomically); returns them."""
+    import time
+
+    from mtplite.export.contract import check
+    from mtplite.paths import write_text_atomic
+
+    d = Path(bundle)
+    d = d / "android" if (d / "android").is_dir() else d
+    check(d / "manifest.json")  # a bundle, before anything is written into it
+    man = json.loads((d / "manifest.json").read_text())
+    man["settings"] = device_settings(res, man.get("settings") or {}, time.strftime("%Y-%m-%d", time.gmtime()))
+    write_text_atomic(d / "manifest.json", json.dumps(man, indent=1))
+    return man["settings"]
+
+
 def register(sub):
     r = sub.add_parser("report", help="turn Android device logs (JSONL) into the bench tables and plot")
     r.add_argument("log", help="the JSONL log the Android demo's benchmark wrote")
     r.add_argument("--plot", metavar="PNG", help="also draw the speeds into this PNG")
     r.add_argument("--json", metavar="FILE", help="also write the report as JSON here")
+    r.add_argument("--calibrate", metavar="BUNDLE", help="write the bundle's drafting settings from this device's "
+                   "measured speeds (the mode that ran fastest, or off), with source 'device <model>, <date>'; push "
+                   "the bundle again")
     from mtplite.runtime.cli import add_view_args
 
     add_view_args(r)
@@ -113,6 +162,9 @@ def cmd_report(a):
     print(compact(res) if a.compact else markdown(res))
     if a.csv:
         write_text_atomic(a.csv, to_csv(res))
+    if a.calibrate:
+        st = calibrate_from_log(res, a.calibrate)
+        print(f"wrote settings.draft={st['draft']} into {a.calibrate} ({st['reason']}); push the bundle again")
     for f in res["failures"]:
         print(f"failed on the device: {f['mode']} {f['id']} ({f['task']}): {f['error']}")
     if a.json:

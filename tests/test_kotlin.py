@@ -2,6 +2,7 @@
 and manifest fixtures that the Python runtime writes here, so Python and Kotlin provably run the same loop."""
 import copy
 import json
+import shutil
 import re
 import subprocess
 import sys
@@ -138,6 +139,7 @@ def write_manifest_fixtures(dirpath):
         "gate-ok": (mut(lambda m: m.update(settings={"K": 3, "min_prob": 0.4})), None),
         "gate-string": (mut(lambda m: m.update(settings={"K": 3, "min_prob": "high"})), "min_prob"),
         "gate-range": (mut(lambda m: m.update(settings={"K": 3, "min_prob": 1.5})), "min_prob"),
+        "drafter-bad": (mut(lambda m: m.update(settings={"K": 3, "drafter": "drafter_k"})), "settings.drafter"),
         "chat-turn-ok": (mut(lambda m: m.update(chat_turn={"before_ids": [1, 2], "after_ids": [3]})), None),
         "chat-turn-range": (mut(lambda m: m.update(chat_turn={"before_ids": [1], "after_ids": [10 ** 6]})), "chat_turn"),
         "chat-turn-type": (mut(lambda m: m.update(chat_turn="<|im_start|>")), "chat_turn"),
@@ -210,6 +212,14 @@ def test_kotlin_core(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert "mtp/plain" in r.stdout and "summarize" in r.stdout and png.stat().st_size > 1000
     assert "failed on the device: mtp p4 (code): IllegalArgumentException: prompt is 600 tokens" in r.stdout
+    # the phone's own log sets the bundle's settings (report --calibrate), named by its source
+    b = tmp_path / "b"
+    shutil.copytree(bundle("tiny:gemma3") / "android", b)
+    r = subprocess.run([sys.executable, "-m", "mtplite.cli", "report", str(log), "--calibrate", str(b)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    st = json.loads((b / "manifest.json").read_text())["settings"]
+    assert st["source"].startswith("device JVM test (ToyModel), 20") and "mtp" in st["measured_speedup_per_mode"]
     # CPU time per token from the app's cpu_s (0.01 s per token in the sample): the same line as the desktop bench
     assert "process CPU-ms per generated token (user + system, prefill included): plain 10.0, mtp 10.0" in r.stdout
 
@@ -282,3 +292,41 @@ def test_android_app_typechecks(tmp_path):
     bad.write_text("package dev.mtplite.demo\nfun leak() = com.google.ai.edge.litert.TensorBuffer(0L)\n")
     r = _kotlinc_app(kotlinc, cp, [bad], tmp_path / "bad.jar")
     assert r.returncode != 0 and "TensorBuffer" in r.stderr, r.stderr[-2000:]
+
+
+def _device_log(path, speeds):
+    """A device log in the app's schema: 4 prompts per mode at the given decode tok/s."""
+    recs = []
+    for mode, tps in speeds.items():
+        for i in range(4):
+            recs.append({"schema": "mtplite-device-log/1", "device": "Google Pixel 8 (Android 15)", "mode": mode,
+                         "id": f"p{i}", "task": "summarize", "tokens": 65, "decode_s": 64 / tps, "ttft_s": 0.1,
+                         "cycles": 0 if mode == "plain" else 30, "accepted": 0 if mode == "plain" else 34,
+                         "draft_ms_per_cycle": 0.0 if mode == "plain" else 9.0, "verify_ms_per_cycle": 0.0 if mode == "plain" else 40.0,
+                         "accept_length": None if mode == "plain" else 2.1,
+                         "acceptance_per_depth": [] if mode == "plain" else [0.6, 0.3, 0.2]})
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+
+
+def test_report_calibrate_follows_the_phone_s_measured_speeds(tmp_path):
+    """report --calibrate: where every drafting mode ran slower on the phone than plain, the settings say off (a
+    host calibration had said the head pays); where hybrid+ctx ran fastest, hybrid with the K-step drafter."""
+    from mtplite.runtime.report import calibrate_from_log, report
+
+    b = tmp_path / "b"
+    shutil.copytree(bundle("tiny:gemma3") / "android", b)
+    man = json.loads((b / "manifest.json").read_text())
+    man["settings"] = {"K": 3, "draft": "mtp", "min_prob": 0.3, "source": "mtplite calibrate"}
+    (b / "manifest.json").write_text(json.dumps(man))
+    log = tmp_path / "slow.jsonl"
+    _device_log(log, {"plain": 20.0, "mtp": 14.0, "hybrid": 19.5, "mtp+ctx": 20.5})
+    st = calibrate_from_log(report(log), b)
+    assert st["draft"] == "off" and "mtp+ctx ran 1.02x plain" in st["reason"]
+    assert st["source"].startswith("device Google Pixel 8 (Android 15), ")
+    _device_log(log, {"plain": 20.0, "mtp+gate": 26.0, "hybrid+ctx": 31.0})
+    st = calibrate_from_log(report(log), b)
+    assert (st["draft"], st["drafter"], st["min_prob"]) == ("hybrid", "drafter_ctx", 0.0)
+    assert st["measured_speedup_per_mode"] == {"hybrid+ctx": 1.55, "mtp+gate": 1.3}
+    from mtplite.export.contract import check
+
+    check(b / "manifest.json")  # still a valid bundle

@@ -73,6 +73,8 @@ class MainActivity : Activity() {
         val vocab = Vocab.fromTokenizerJson(File(dir, manifest.files.getValue("tokenizer")).readText())
         val bundle = LiteRtBundle(dir, manifest).also { bundle = it }
         bundle.gate = GatedDraft(manifest.minProb)  // the head drafts only while it is sure (0 = always)
+        bundle.useContext = bundle.useContext && manifest.drafter != "drafter"  // the graph the settings chose
+        stats.text = "settings: ${manifest.settingsSource ?: "export default"} (${manifest.draft})"
         view<Button>(R.id.run).setOnClickListener {
             val text = view<EditText>(R.id.prompt).text.toString()
             // the calibrated setting wins: `mtplite calibrate` may have switched drafting off for this device class

@@ -25,6 +25,11 @@ data class Manifest(
     val exactness: String? = null,
     // chat_turn: one user turn's ids around the message (export renders the chat template); null for a base model
     val chatTurn: ChatTurn? = null,
+    // settings.source: who chose the settings ("mtplite calibrate" on a host, "device <model>, <date>" from this
+    // phone's own log via `mtplite report --calibrate`, or the export default)
+    val settingsSource: String? = null,
+    // settings.drafter: the head's graph the settings were measured with (drafter_ctx: the K-step drafter)
+    val drafter: String? = null,
 ) {
     /** Plain steps through verify: wherever decode was not found bit-identical to verify's row 0. */
     val exactPath: Boolean get() = exactness != "bit_identical"
@@ -149,7 +154,10 @@ fun parseManifest(text: String, where: String): Manifest {
         (m["bos_id"] as? Long)?.toInt(), files.entries.associate { it.key.toString() to it.value.toString() }, sigs,
         m["backbone_fingerprint"] as? String, m["head_fingerprint"] as? String, minProb,
         m["context_drafter"]?.let { parseContext(it, v, where) }, hybrid, draft as String, exactness(m, where),
-        parseChatTurn(m["chat_turn"], v, where))
+        parseChatTurn(m["chat_turn"], v, where), settings?.get("source") as? String,
+        (settings?.get("drafter") as? String)?.also {
+            if (it !in listOf("drafter", "drafter_ctx")) fail(where, "settings.drafter = $it must be drafter or drafter_ctx; re-run `mtplite calibrate`")
+        })
     checkContract(man, where)
     return man
 }
