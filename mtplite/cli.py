@@ -45,8 +45,6 @@ def cmd_train(a):
 
     if a.k < 1:
         raise UserError(f"--k {a.k}: the head must draft at least 1 token per cycle")
-    if not a.soft_weight >= 0:
-        raise UserError(f"--soft-weight {a.soft_weight}: a weight >= 0 (0 = the greedy loss only)")
     if a.draft_vocab < 16:
         raise UserError(f"--draft-vocab {a.draft_vocab}: use at least 16 (4096 is a good default)")
     check_echo(a.echo)
@@ -131,13 +129,12 @@ def _train(a, bb, t0, dtype):
         print("mtplite: keeping the trained head in --out; training only the standalone baseline", file=sys.stderr)
     if head is None:
         meta = {"backbone": a.backbone, "target_quant": tq, "init_head": a.init_head, "all_cached": a.all_cached,
-                "data": a.data, "soft": [a.soft_weight, 1.0] if a.soft_weight else None,
-                **app_meta(a.app, metas if a.data else [])}
+                "data": a.data, **app_meta(a.app, metas if a.data else [])}
         head, doc, train_rows = build_head(
             bb, rows, a.out, meta, seed=a.seed, held=held, budget_s=left, log=lambda s: print(s, file=sys.stderr),
             K=a.k, draft_vocab_size=a.draft_vocab, read_layers=a.read_layers, copy_heads=a.copy_heads,
             epochs=a.epochs, batch=a.batch, lr=a.lr, dtype=dtype, init_head=init, context=a.context,
-            copy_exact=a.copy_exact, soft=(a.soft_weight, 1.0) if a.soft_weight else None)
+            copy_exact=a.copy_exact)
         bb.model.float()
         print(json.dumps({"out": a.out, "best_val_accept_length": doc["best_val_accept_length"],
                           "train_generated_tokens": generated_tokens(train_rows),
@@ -315,9 +312,6 @@ def build_parser():
     t.add_argument("--epochs", type=int, default=4, help="passes over the training rows")
     t.add_argument("--batch", type=int, default=8, help="training sequences per step")
     t.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate")
-    t.add_argument("--soft-weight", type=float, default=0.0, help="weight of a loss on the backbone's sampling "
-                   "distribution (its top 64 tokens at temperature 1, as apps sample) beside the greedy loss, for "
-                   "drafting under sampling (0 = greedy loss only)")
     t.add_argument("--context", type=int, default=CONTEXT,
                    help="the head also drafts up to this many ids of the text outside its draft vocabulary (a copied "
                         "name or number); 0 = off; default 128")

@@ -30,6 +30,28 @@ def script(name):
     return mod
 
 
+# What makes a test slow here: training a head, exporting a bundle, compiling Kotlin, a subprocess. Marked by what the
+# test calls, so a new test lands in the right tier without anyone remembering to mark it.
+SLOW_CALLS = ("trained(", "bundle(", "qbundle(", "train_head(", "build_head(", "distill(", "distill_corpus(",
+              "subprocess", "_cli(", "cli(", "kotlinc", "export(", "bench(", "calibrate(", "main(")
+
+
+def pytest_collection_modifyitems(config, items):
+    import inspect
+
+    def source(fn):
+        try:
+            return inspect.getsource(fn)
+        except (OSError, TypeError):
+            return ""
+
+    for item in items:
+        fns = [getattr(item, "function", None)]  # the test and the fixtures it uses (a module fixture may export)
+        fns += [d.func for defs in getattr(item, "_fixtureinfo").name2fixturedefs.values() for d in defs]
+        if any(c in source(fn) for fn in fns if fn is not None for c in SLOW_CALLS):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _cache(tmp_path_factory):
     os.environ["MTPLITE_CACHE"] = str(tmp_path_factory.mktemp("mtplite-cache"))

@@ -48,15 +48,14 @@ def draft_vocab(rows, backbone, size):
 
 
 @torch.no_grad()
-def features(backbone, rows, layers, dtype=torch.float32, full_labels=False, v_only=(), space=None, soft_top=0):
+def features(backbone, rows, layers, dtype=torch.float32, full_labels=False, v_only=(), space=None):
     """Teacher-forced backbone pass for one batch: activations, labels and the KV of `layers` (K left None for the
     layers in v_only: the copy read's layer 0 needs its V alone, and the cache of features keeps what it is given).
 
     Labels: by default the distilled continuation itself (it IS the backbone's greedy output), so the LM head is
     skipped, which is most of the cost on large vocabularies (4x on Gemma's 262k); anchors inside the prompt then
     have no label. full_labels=True takes the argmax at every position instead (prompt anchors count too); a sampled
-    row (distill --temperature) gets the argmax at its generated positions. soft_top > 0 also keeps the backbone's
-    `soft_top` largest logits per position and their ids (soft_lg, soft_ids), for rollout_loss's distribution term.
+    row (distill --temperature) gets the argmax at its generated positions.
     """
     dec = backbone.model
     toks, ok = pad_batch([r["tokens"] for r in rows])
@@ -65,16 +64,10 @@ def features(backbone, rows, layers, dtype=torch.float32, full_labels=False, v_o
     mask = causal_mask(pos, L, dtype) + key_mask(ok, L).to(dtype)
     _, act, kv = dec(dec.embed(toks).to(dtype), pos, mask, dec.empty_cache(L, B, dtype), return_logits=False)
     sampled = [bool(r.get("sampled")) for r in rows]
-    f = {}
-    if full_labels or soft_top or any(sampled):
+    if full_labels or any(sampled):
         top = torch.empty(B, L, dtype=torch.long)
-        if soft_top:
-            f["soft_lg"], f["soft_ids"] = torch.empty(B, L, soft_top), torch.empty(B, L, soft_top, dtype=torch.long)
         for i in range(0, L, 64):  # a [B, L, 262k] logits block would hold GBs at once
-            lg = dec.logits(act[:, i: i + 64]).float()
-            top[:, i: i + 64] = lg.argmax(-1)
-            if soft_top:
-                f["soft_lg"][:, i: i + 64], f["soft_ids"][:, i: i + 64] = lg.topk(soft_top, -1)
+            top[:, i: i + 64] = dec.logits(act[:, i: i + 64]).argmax(-1)
     if full_labels:
         labels = top
     else:
@@ -86,8 +79,8 @@ def features(backbone, rows, layers, dtype=torch.float32, full_labels=False, v_o
     # row's predecessor must read as the runtime's empty one (zero), not as a pad's row (logits moved by up to 8 on
     # tiny:llama at the anchors that read the first row)
     keep = ok[:, None, None, :].to(kv[0][1].dtype)
-    f.update({"tokens": toks, "ok": ok, "act": act.float(), "labels": labels, "emb": dec.embed(toks).float(),
-              "kv": [(None if i in v_only else kv[i][0].float(), (kv[i][1] * keep).float()) for i in layers]})
+    f = {"tokens": toks, "ok": ok, "act": act.float(), "labels": labels, "emb": dec.embed(toks).float(),
+         "kv": [(None if i in v_only else kv[i][0].float(), (kv[i][1] * keep).float()) for i in layers]}
     if space is not None:
         f.update(context_features(dec, toks, ok, *space))
     return f
@@ -169,34 +162,19 @@ def unpack(f):
 class Rollout(torch.nn.Module):
     """The K-step training rollout as one module call, so DistributedDataParallel sees one forward per step."""
 
-    def __init__(self, head, K, soft=None):
+    def __init__(self, head, K):
         super().__init__()
-        self.head, self.K, self.soft = head, K, soft
+        self.head, self.K = head, K
 
     def forward(self, f):
-        return rollout_loss(self.head, f, self.K, self.soft)
+        return rollout_loss(self.head, f, self.K)
 
 
-def soft_columns(head, f, idx, seen):
-    """The head's output column of each of the teacher's top ids at positions idx ([B,T,S]; -1 where the head cannot
-    draft the id: outside the draft space and not in the context space)."""
-    sid = f["soft_ids"][:, idx]
-    col = head.vocab_map[sid].long()
-    col = torch.where(col < head.space, col, -1)
-    if seen is not None:
-        hit = (sid[..., None] == f["ctx_ids"][:, None, None, :]) & seen[:, :, None, :]
-        col = torch.where(hit.any(-1), head.space + hit.float().argmax(-1), col)
-    return col
-
-
-def rollout_loss(head, f, K, soft=None):
+def rollout_loss(head, f, K):
     """Sum of the loss over valid (anchor, step) pairs, their count, and per-anchor accepted-run lengths.
 
-    The loss is CE on the backbone's greedy token (soft targets and feature regression were tried for greedy
-    drafting and did not pay: notes/PERF.md). soft = (weight, temperature) adds weight x the cross-entropy of the
-    head against the backbone's tempered distribution over its top ids (features(soft_top=)), for sampled drafting:
-    that term counts every step of every row, since a row is one of the backbone's own trajectories (greedy or
-    sampled) and its tokens are what a coupled draft accepts."""
+    The loss is CE on the backbone's greedy token (soft targets, also the backbone's sampling distribution for
+    sampled drafting, and feature regression were tried and did not pay: notes/PERF.md)."""
     toks, ok, act, y, emb = f["tokens"], f["ok"], f["act"], f["labels"], f["emb"]
     top = float(act[..., -1].abs().max()) if head.slot else 0.0
     if top >= FLAG / 2:
@@ -209,10 +187,9 @@ def rollout_loss(head, f, K, soft=None):
     pos = torch.arange(1, L, dtype=torch.int32)
     km = key_mask(ok, L)
     h = act[:, :-1]
-    base = ok[:, 1:] & ok[:, :-1]
-    valid = base
+    valid = ok[:, 1:] & ok[:, :-1]
     run = torch.ones(B, L - 1, dtype=torch.bool)  # anchor still "accepted" through previous steps
-    total, count, soft_count = sum(p.sum() * 0.0 for p in head.parameters()), 0, 0
+    total, count = sum(p.sum() * 0.0 for p in head.parameters()), 0
     accepted = torch.zeros(B, L - 1)
     ctx, seen = context_of(head, f, pos) or (None, None)
     prep = head.prepare(pos, km, f["kv"], ctx)
@@ -234,18 +211,10 @@ def rollout_loss(head, f, K, soft=None):
         if m.any():
             total = total + F.cross_entropy(d[m], tgt[m], reduction="sum")
             count += int(m.sum())
-        if soft and soft[0] and "soft_ids" in f:
-            sm = base & inb[None, :] & (yk >= 0)
-            if sm.any():
-                col = soft_columns(head, f, idx, seen)[sm]
-                p = torch.softmax(f["soft_lg"][:, idx][sm] / soft[1], -1) * (col >= 0)
-                logq = torch.log_softmax(d[sm].float(), -1).gather(-1, col.clamp(min=0))
-                total = total - soft[0] * (p * logq).sum()
-                soft_count += int(sm.sum())
         run = run & valid & (yk >= 0) & (d.argmax(-1) == tgt)
         accepted += run.float()
     base = ok[:, 1:] & ok[:, :-1] & (y[:, 1:] >= 0)
-    return total, max(count, soft_count), accepted[base]
+    return total, count, accepted[base]
 
 
 def held_out_rows(cache_path, by_task=True, held=None):
@@ -337,10 +306,9 @@ def pick_dtype(name, backbone, device, log=print):
 
 def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, epochs=4, batch=8,
                lr=1e-3, budget_s=None, seed=0, progress=True, log=print, val_rows=None, dtype=torch.float32,
-               init_head=None, copy_heads=0, context=0, copy_exact=None, cache_bytes=None, soft=None, soft_top=64):
+               init_head=None, copy_heads=0, context=0, copy_exact=None, cache_bytes=None):
     """copy_exact: None keeps the starting head's (0 for a new head); a number sets it; "auto" picks it on val_rows
-    after training (tune_copy_exact), a head without a copy read keeping 0. soft: (weight, temperature) of
-    rollout_loss's distribution term over the backbone's soft_top largest logits (None: greedy CE only). cache_bytes: the most the backbone
+    after training (tune_copy_exact), a head without a copy read keeping 0. cache_bytes: the most the backbone
     features kept for later epochs may hold (default: half the memory available at the start); batches past it are
     recomputed each epoch, the same features, so the same training."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -359,8 +327,7 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
                                    context=context))
         head.init_from_backbone(backbone.model)
     c = head.c
-    model = Rollout(head, K, soft)
-    soft_top = soft_top if soft and soft[0] else 0
+    model = Rollout(head, K)
     if ddp:
         dev = next(head.parameters()).device
         model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[dev] if dev.type == "cuda" else None)
@@ -415,7 +382,7 @@ def train_head(backbone, rows, *, K=3, draft_vocab_size=4096, read_layers=None, 
                 # the global count, the summed gradient equals the one-process gradient of the whole batch
                 mine = batches[bi][rank::world]
                 f = features(backbone, [rows[i] for i in mine], head.kv_layers, dtype, v_only=head.v_only_layers,
-                             space=space_of(head), soft_top=soft_top) if mine else None
+                             space=space_of(head)) if mine else None
                 # kept for the next epochs, in the backbone's dtype (1M tokens: 16 GB in float32), as far as memory
                 # allows: a 1.8M-token corpus would have outgrown a 24 GB machine late in its first epoch
                 if epochs > 1 and not full:

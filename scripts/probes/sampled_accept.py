@@ -43,7 +43,7 @@ def main():
         t = time.time()
         rec = {"greedy_tau": round(evaluate(head, bb, greedy, head.c.K), 4),
                "sampled": coupled_accept_length(head, bb, sampled, head.c.K),
-               "soft": meta.get("soft"), "init_head": meta.get("init_head"), "data": meta.get("data"),
+               "init_head": meta.get("init_head"), "data": meta.get("data"),
                "train_s": meta.get("train_s"), "steps": meta.get("steps")}
         out["heads"][path] = rec
         print(path, json.dumps(rec), f"({time.time() - t:.0f} s)", flush=True)
