@@ -91,22 +91,21 @@ def report(path):
             "manifest": {"backbone_spec": recs[0].get("device")}, "failures": failures}
 
 
-# as calibrate: drafting must be predicted (here: measured) at least this much faster than plain to be switched on
-PAYS = 1.05
-
-
 def device_settings(res, old, date):
     """The bundle's settings from a device log's report: the mode that ran fastest on the phone, if it beat plain by
     PAYS, else drafting off. The log measures every mode the app can run side by side, so its speeds decide directly;
     calibrate's cost model is only needed where a mode was not run. `old`: the manifest's settings (the gate and
     hybrid's match length the app ran with are kept; K is the bundle's)."""
-    sp = {k[: -len("/plain")]: v["all"] for k, v in res["ratios"].items() if k.endswith("/plain") and "all" in v}
+    from mtplite.runtime.calibrate import PAYS
+    from mtplite.runtime.summary import mean_speedups
+
+    sp = {m: x for m, x in mean_speedups(res).items() if m != "engine"}
     if not sp:
         raise UserError(f"{res['source']}: no drafting mode besides plain; run the app's bench with MTP modes")
     best = max(sp, key=sp.get)
     x = sp[best]
-    draft = ("hybrid" if best.startswith("hybrid") else "mtp") if x >= PAYS else "off"
-    how = f"{best} ran {x:.2f}x plain" + ("" if x >= PAYS else f", under the {PAYS:.2f}x it must reach")
+    draft = ("hybrid" if best.startswith("hybrid") else "mtp") if x > PAYS else "off"
+    how = f"{best} ran {x:.2f}x plain" + ("" if x > PAYS else f", not over the {PAYS:.2f}x it must beat")
     pl = res["table"]["plain"]["all"]
     return {**old, "draft": draft, "min_prob": old.get("min_prob", 0.0) if "+gate" in best else 0.0,
             "drafter": "drafter_ctx" if "+ctx" in best else "drafter",

@@ -34,10 +34,14 @@ def speedups(res):
     return out
 
 
+def mean_speedups(res):
+    """{mode: speedup over plain on all prompts, averaged over the runs} (the official engine as "engine")."""
+    return {m: statistics.mean(v["all"]) for m, v in speedups(res).items() if v.get("all")}
+
+
 def verdict(res, where=None):
     """One line: the best mode and its speedup, the head alone, lookup, the official engine, plain tok/s, where."""
-    sp = speedups(res)
-    mean = {m: statistics.mean(v["all"]) for m, v in sp.items() if v.get("all")}
+    mean = mean_speedups(res)
     ours = {m: x for m, x in mean.items() if m != "engine"}
     plain = res["table"]["plain"]["all"]["decode_tokens_per_s"]
     parts = []
