@@ -94,14 +94,15 @@ def build_litertlm_without_drafter(bundle_dir, out_file):
 
 def write_bench_prompts(backbone, path, prompts=None):
     """The benchmark prompts (or the head's held-out app prompts) pre-tokenized for the Android demo (it has no HF
-    tokenizer)."""
+    tokenizer), with their text for the official engine's Conversation API (it applies the template itself)."""
     from mtplite.data.benchmark import default_prompts, load_prompts
     from mtplite.model.load import format_prompt
 
     prompts = prompts or load_prompts(default_prompts())
     with open(path, "w") as f:
         for p in prompts:
-            f.write(json.dumps({"id": p["id"], "task": p["task"], "ids": format_prompt(backbone, p["prompt"])}) + "\n")
+            f.write(json.dumps({"id": p["id"], "task": p["task"], "ids": format_prompt(backbone, p["prompt"]),
+                                "prompt": p["prompt"]}) + "\n")
 
 
 def file_sha(path):

@@ -344,9 +344,10 @@ def markdown(res):
                      f"{e['engine_mtp']['decode_tokens_per_s']:.1f} tok/s ({e['mtp/plain']:.2f}x)"
                      + (f", CPU-ms per token {1e3 * e['engine_plain']['cpu_s_per_token']:.1f} / "
                         f"{1e3 * e['engine_mtp']['cpu_s_per_token']:.1f}" if "cpu_s_per_token" in e["engine_plain"] else "")
-                     + ", drafter success "
-                     f"rate {e['engine_mtp'].get('drafter_success_rate')}, MTP text = plain text on "
-                     f"{e['text_matches_off']}/{res['table']['plain']['all']['prompts']} prompts"
+                     + (f", drafter success rate {e['engine_mtp']['drafter_success_rate']}"
+                        if e["engine_mtp"].get("drafter_success_rate") is not None else "")
+                     + f", MTP text = plain text on {e['text_matches_off']}/"
+                     f"{e.get('prompts', res['table']['plain']['all']['prompts'])} prompts"
                      + (f"; adaptive {e['engine_adaptive']['decode_tokens_per_s']:.1f} tok/s ({e['adaptive/plain']:.2f}x)"
                         if "engine_adaptive" in e else ""))
     elif e:

@@ -7,6 +7,7 @@ from mtplite.errors import UserError
 from mtplite.runtime.bench import aggregate
 
 NUM = ("tokens", "decode_s", "ttft_s", "cycles", "accepted", "draft_ms_per_cycle", "verify_ms_per_cycle")
+ENGINE_MODES = ("engine", "engine+mtp")  # the app's runs of model.litertlm in LiteRT-LM, MTP off and on
 
 
 def read_log(path):
@@ -35,7 +36,8 @@ def read_log(path):
                 raise UserError(f"{p}:{i}: field 'error' must be a string")
             recs.append(r)
             continue
-        for k in NUM:
+        # the official engine's rows (EngineRecord): its BenchmarkInfo has no cycles or acceptance
+        for k in (NUM[:3] if r["mode"] in ENGINE_MODES else NUM):
             v = r.get(k)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0 or v != v:
                 raise UserError(f"{p}:{i}: field '{k}' must be a non-negative number, got {v!r}")
@@ -43,6 +45,11 @@ def read_log(path):
             v = r.get(k, 0)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0 or v != v:
                 raise UserError(f"{p}:{i}: field '{k}' must be a non-negative number when present, got {v!r}")
+        if r["mode"] in ENGINE_MODES:
+            if not isinstance(r.get("text"), str):
+                raise UserError(f"{p}:{i}: field 'text' must be a string (the engine's reply)")
+            recs.append(r)
+            continue
         smp = r.get("sampler", {})
         if not isinstance(smp, dict) or not isinstance(smp.get("temperature", 0.0), (int, float)):
             raise UserError(f"{p}:{i}: field 'sampler' must be {{temperature, top_k, top_p, seed}}")
@@ -58,7 +65,8 @@ def read_log(path):
 def report(path):
     recs = read_log(path)
     failures = [{k: r[k] for k in ("mode", "id", "task", "error")} for r in recs if "error" in r]
-    recs = [r for r in recs if "error" not in r]
+    engine = engine_rows([r for r in recs if r["mode"] in ENGINE_MODES and "error" not in r])
+    recs = [r for r in recs if "error" not in r and r["mode"] not in ENGINE_MODES]
     if not recs:
         raise UserError(f"{path}: every item failed on the device, e.g. {failures[0]['mode']} {failures[0]['id']}: "
                         f"{failures[0]['error']}")
@@ -88,7 +96,25 @@ def report(path):
             "max_new_tokens": max(r["tokens"] for r in recs), "threads": "device", "modes": modes, "tasks": tasks,
             "table": table, "ratios": ratios, "memory": memory, "spec_vs_plain_mismatches": "n/a (device log)",
             "sampler": recs[0].get("sampler") or {},  # the app logs it (absent: greedy, from older app versions)
-            "manifest": {"backbone_spec": recs[0].get("device")}, "failures": failures}
+            "manifest": {"backbone_spec": recs[0].get("device")}, "failures": failures,
+            **({"engine": engine} if engine else {})}
+
+
+def engine_rows(recs):
+    """The engine's rows in `mtplite bench`'s shape (decode tok/s over all prompts, MTP on / off, replies equal):
+    None unless both modes ran."""
+    by = {m: [r for r in recs if r["mode"] == m] for m in ENGINE_MODES}
+    if not all(by.values()):
+        return None
+    speed = {m: sum(r["tokens"] for r in rs) / max(sum(r["decode_s"] for r in rs), 1e-9) for m, rs in by.items()}
+    off = {r["id"]: r["text"] for r in by["engine"]}
+    on = {r["id"]: r["text"] for r in by["engine+mtp"] if r["id"] in off}
+    return {"api": "conversation (device)", "engine_plain": {"decode_tokens_per_s": speed["engine"]},
+            "engine_mtp": {"decode_tokens_per_s": speed["engine+mtp"]},
+            "mtp/plain": speed["engine+mtp"] / speed["engine"],
+            "text_equal_off": sum(t == off[i] for i, t in on.items()),
+            "text_matches_off": sum(t.startswith(off[i]) or off[i].startswith(t) for i, t in on.items()),
+            "prompts": len(on)}
 
 
 def device_settings(res, old, date):

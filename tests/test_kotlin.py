@@ -205,13 +205,16 @@ def test_kotlin_core(tmp_path):
     assert r.returncode == 0 and bad and bad.group(1) == "0", "\n".join(fails) or r.stdout[-4000:]
     assert int(ok.group(1)) >= 9
     # the sample device log the Kotlin writer produced goes through `mtplite report`
-    assert log.exists() and len(log.read_text().splitlines()) == 5  # 4 records and a failure
+    assert log.exists() and len(log.read_text().splitlines()) == 13  # 4 records, 8 engine records and a failure
     png = tmp_path / "report.png"
     r = subprocess.run([sys.executable, "-m", "mtplite.cli", "report", str(log), "--plot", str(png)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "mtp/plain" in r.stdout and "summarize" in r.stdout and png.stat().st_size > 1000
     assert "failed on the device: mtp p4 (code): IllegalArgumentException: prompt is 600 tokens" in r.stdout
+    # the engine's rows beside our loop: its own MTP on / off ratio, and which replies MTP left unchanged
+    assert "official litert_lm engine: plain 40.0 tok/s, MTP 50.0 tok/s (1.25x), MTP text = plain text on 3/4" in r.stdout
+    assert "official engine 1.25x" in r.stdout.splitlines()[0]  # the verdict line names it
     # the phone's own log sets the bundle's settings (report --calibrate), named by its source
     b = tmp_path / "b"
     shutil.copytree(bundle("tiny:gemma3") / "android", b)
@@ -257,8 +260,8 @@ def _r_class(out):
 
 
 def _stubs(tmp_path, kotlinc):
-    """The Android API stubs (javac) and the LiteRT stub (kotlinc, its own module, so its internal members stay hidden
-    as in the real AAR) -> their class paths."""
+    """The Android API stubs (javac) and the LiteRT and LiteRT-LM stubs (kotlinc, each its own module, so internal
+    members stay hidden as in the real AARs) -> their class paths."""
     android = tmp_path / "android-classes"
     r = subprocess.run(["javac", "-d", str(android), "-nowarn", *map(str, (STUBS / "android").rglob("*.java")),
                         str(_r_class(tmp_path / "r-src"))], capture_output=True, text=True, timeout=300)
@@ -268,7 +271,11 @@ def _stubs(tmp_path, kotlinc):
                         "-cp", str(android), *map(str, (STUBS / "litert").rglob("*.kt"))],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
-    return f"{android}:{litert}"
+    litertlm = tmp_path / "litertlm.jar"  # the LiteRT-LM engine's Kotlin API, its own module too
+    r = subprocess.run([str(kotlinc), "-d", str(litertlm), "-module-name", "litertlm", "-jvm-target", "17", "-nowarn",
+                        *map(str, (STUBS / "litertlm").rglob("*.kt"))], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return f"{android}:{litert}:{litertlm}"
 
 
 def _kotlinc_app(kotlinc, cp, srcs, out):
@@ -289,9 +296,11 @@ def test_android_app_typechecks(tmp_path):
     assert r.returncode == 0 and not errors, "\n".join(errors) or r.stderr[-3000:]
     # the stubs hide what the AAR hides: an app reaching for an internal constructor does not compile
     bad = tmp_path / "Bad.kt"
-    bad.write_text("package dev.mtplite.demo\nfun leak() = com.google.ai.edge.litert.TensorBuffer(0L)\n")
-    r = _kotlinc_app(kotlinc, cp, [bad], tmp_path / "bad.jar")
-    assert r.returncode != 0 and "TensorBuffer" in r.stderr, r.stderr[-2000:]
+    for leak, name in (("com.google.ai.edge.litert.TensorBuffer(0L)", "TensorBuffer"),
+                       ("com.google.ai.edge.litertlm.Conversation(0L)", "Conversation")):
+        bad.write_text(f"package dev.mtplite.demo\nfun leak() = {leak}\n")
+        r = _kotlinc_app(kotlinc, cp, [bad], tmp_path / "bad.jar")
+        assert r.returncode != 0 and name in r.stderr, r.stderr[-2000:]
 
 
 def _device_log(path, speeds):

@@ -33,7 +33,8 @@ import kotlin.concurrent.thread
  * getExternalFilesDir(null)/bundle. Two ways in:
  *  - the screen: type a prompt, watch tokens stream with live tokens/s and accept length;
  *  - headless: `adb shell am start -n dev.mtplite.demo/.MainActivity --es mode bench --es out bench.jsonl`
- *    runs plain and MTP on bench_prompts.jsonl, writes one JSONL record per (mode, prompt) and finishes.
+ *    runs plain and MTP on bench_prompts.jsonl (and the official engine on model.litertlm, where pushed), writes
+ *    one JSONL record per (mode, prompt) and finishes.
  */
 class MainActivity : Activity() {
     private val tag = "mtplite"
@@ -174,6 +175,18 @@ class MainActivity : Activity() {
             } catch (e: Exception) {  // the mode's graphs did not load: logged in its place, the next mode runs
                 w.write(BenchFailure(device, mode, "*", "*", "${e::class.simpleName}: ${e.message}"))
                 Log.e(tag, "$mode failed: $e", e)
+            }
+            // the official engine on the same prompts, where the .litertlm was pushed beside the graphs; its MTP
+            // verifies greedily whatever the sampler says, so sampling runs leave it out (as `mtplite bench` does)
+            val litertlm = File(dir, "model.litertlm")
+            if (!litertlm.isFile) Log.i(tag, "no model.litertlm in $dir: engine rows skipped")
+            else if (!sampler.greedy) Log.i(tag, "sampling: the engine's MTP is greedy-only, engine rows skipped")
+            else try {
+                runEngineBench(litertlm, cacheDir, prompts, maxNew, man.cacheLength, device, w)
+                    .forEach { Log.e(tag, "engine prompt failed: $it", it) }
+            } catch (e: Exception) {  // the engine did not load the bundle
+                w.write(BenchFailure(device, "engine", "*", "*", "${e::class.simpleName}: ${e.message}"))
+                Log.e(tag, "engine failed: $e", e)
             }
         }
         Log.i(tag, "bench written to $out")

@@ -8,6 +8,9 @@ import java.io.File
  * `bench` records it); energyNwh: the battery's energy counter's drop over it, where the device exposes one. Written as JSON Lines; each line is flushed as soon as it is complete so
  * a killed run keeps every finished record.
  */
+/** A line of the device log. */
+interface LogRecord { fun toJson(): String }
+
 data class BenchRecord(
     val device: String, val mode: String, val promptId: String, val task: String, val tokens: Int,
     val decodeS: Double, val ttftS: Double, val acceptLength: Double?, val acceptancePerDepth: List<Double>,
@@ -15,10 +18,10 @@ data class BenchRecord(
     val javaHeapBytes: Long, val nativeHeapBytes: Long, val pssBeforeLoadBytes: Long, val pssAfterLoadBytes: Long,
     val weightBytes: Long, val kvBytes: Long, val memorySavedVsStandaloneBytes: Long?, val backbonePasses: Int = 0,
     val cpuS: Double? = null, val energyNwh: Long? = null, val sampler: Sampler = Sampler(),
-) {
+) : LogRecord {
     val decodeTokensPerS: Double? get() = if (tokens > 1 && decodeS > 0) (tokens - 1) / decodeS else null
 
-    fun toJson(): String = Json.write(linkedMapOf<String, Any?>(
+    override fun toJson(): String = Json.write(linkedMapOf<String, Any?>(
         "schema" to LOG_SCHEMA, "device" to device, "mode" to mode, "id" to promptId, "task" to task,
         "tokens" to tokens, "decode_s" to decodeS, "ttft_s" to ttftS, "decode_tokens_per_s" to decodeTokensPerS,
         "accept_length" to acceptLength, "acceptance_per_depth" to acceptancePerDepth, "cycles" to cycles,
@@ -47,9 +50,48 @@ data class BenchRecord(
 
 const val LOG_SCHEMA = "mtplite-device-log/1"
 
+/**
+ * One prompt through the official LiteRT-LM engine's Conversation API (mode "engine": speculative decoding off,
+ * "engine+mtp": on), timed by the engine's own BenchmarkInfo: what an app that ships the `.litertlm` gets. The engine
+ * exposes no cycles or acceptance, so the record has none; `text` lets `mtplite report` check MTP on = off.
+ */
+data class EngineRecord(val device: String, val mode: String, val promptId: String, val task: String,
+                        val decodeTokens: Int, val decodeTokensPerS: Double, val ttftS: Double, val text: String) : LogRecord {
+    init { require(mode in ENGINE_MODES) { "engine mode must be one of $ENGINE_MODES, got $mode" } }
+
+    override fun toJson(): String = Json.write(linkedMapOf<String, Any?>("schema" to LOG_SCHEMA, "device" to device,
+        "mode" to mode, "id" to promptId, "task" to task, "engine" to "litert-lm", "tokens" to decodeTokens,
+        "decode_s" to if (decodeTokensPerS > 0) decodeTokens / decodeTokensPerS else 0.0, "ttft_s" to ttftS,
+        "decode_tokens_per_s" to decodeTokensPerS, "text" to text))
+}
+
+val ENGINE_MODES = listOf("engine", "engine+mtp")
+
+/**
+ * A benchmark prompt as the engine's Conversation API takes it: the earlier turns as (role, text) and the user's
+ * message. bench_prompts.jsonl carries the prompt text (a string, or chat messages) beside its token ids.
+ */
+data class EnginePrompt(val history: List<Pair<String, String>>, val message: String) {
+    companion object {
+        fun from(p: Map<*, *>): EnginePrompt = when (val x = p["prompt"]) {
+            is String -> EnginePrompt(emptyList(), x)
+            is List<*> -> {
+                val turns = x.map { m ->
+                    val mm = m as? Map<*, *> ?: throw IllegalArgumentException("prompt messages must be objects")
+                    (mm["role"] as? String ?: "user") to (mm["content"] as? String
+                        ?: throw IllegalArgumentException("a prompt message has no text content"))
+                }
+                require(turns.isNotEmpty() && turns.last().first == "user") { "a chat prompt must end with a user message" }
+                EnginePrompt(turns.dropLast(1), turns.last().second)
+            }
+            else -> throw IllegalArgumentException("bench_prompts.jsonl line ${p["id"]} has no prompt text (re-export the bundle)")
+        }
+    }
+}
+
 /** A benchmark item that failed, logged in its place: `mtplite report` lists it, and the run goes on. */
-data class BenchFailure(val device: String, val mode: String, val promptId: String, val task: String, val error: String) {
-    fun toJson(): String = Json.write(linkedMapOf<String, Any?>("schema" to LOG_SCHEMA, "device" to device,
+data class BenchFailure(val device: String, val mode: String, val promptId: String, val task: String, val error: String) : LogRecord {
+    override fun toJson(): String = Json.write(linkedMapOf<String, Any?>("schema" to LOG_SCHEMA, "device" to device,
         "mode" to mode, "id" to promptId, "task" to task, "error" to error))
 }
 
@@ -58,14 +100,13 @@ data class Memory(val javaHeap: Long, val nativeHeap: Long, val pssBefore: Long,
 
 class JsonlWriter(private val file: File) : AutoCloseable {
     private val out = file.outputStream().bufferedWriter()
-    fun write(r: BenchRecord) = line(r.toJson())
-    fun write(f: BenchFailure) = line(f.toJson())
+    fun write(r: LogRecord) = line(r.toJson())
     private fun line(s: String) { out.write(s); out.write("\n"); out.flush() }
     override fun close() = out.close()
 
     /** One benchmark item: its record, or, where [run] throws, a failure record in its place. Returns the failure
      * (null on success) for the caller to log; an Error (out of memory) still ends the run. */
-    fun item(device: String, mode: String, promptId: String, task: String, run: () -> BenchRecord): Exception? =
+    fun item(device: String, mode: String, promptId: String, task: String, run: () -> LogRecord): Exception? =
         try { write(run()); null } catch (e: Exception) {
             write(BenchFailure(device, mode, promptId, task, "${e::class.simpleName}: ${e.message}")); e
         }

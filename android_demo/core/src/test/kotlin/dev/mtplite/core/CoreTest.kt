@@ -143,12 +143,31 @@ class CoreTest {
                 w.write(BenchRecord.from("JVM test (ToyModel)", mode, "p$i", if (i < 2) "summarize" else "code", g, mem,
                     cpuS = 0.01 * g.tokens.size, energyNwh = if (i % 2 == 0) 1000L else null))
             }
+            // the official engine's rows as runEngineBench writes them: MTP off, then on (one reply differs)
+            for (mode in ENGINE_MODES) for (i in 0 until 4) {
+                val tps = if (mode == "engine") 40.0 else 50.0
+                w.write(EngineRecord("JVM test (ToyModel)", mode, "p$i", if (i < 2) "summarize" else "code", 30, tps, 0.05,
+                    if (mode == "engine+mtp" && i == 3) "another reply" else "reply $i"))
+            }
             // a prompt that throws becomes a failure record in its place, and the run goes on
             val e = w.item("JVM test (ToyModel)", "mtp", "p4", "code") {
                 generate(IntArray(600) { 1 }, ToyModel(), null, 0, 8, emptySet(), 256); error("unreachable")
             }
             assertTrue(e is IllegalArgumentException && "cache holds 256" in e.message!!)
         }
+    }
+
+    @Test fun enginePromptsAreTheMessagesTheConversationApiTakes() {
+        assertEquals(EnginePrompt(emptyList(), "Summarize: x"), EnginePrompt.from(mapOf("id" to "a", "prompt" to "Summarize: x")))
+        val chat = listOf(mapOf("role" to "user", "content" to "hi"), mapOf("role" to "assistant", "content" to "hello"),
+            mapOf("role" to "user", "content" to "and then?"))
+        assertEquals(EnginePrompt(listOf("user" to "hi", "assistant" to "hello"), "and then?"),
+            EnginePrompt.from(mapOf("id" to "b", "prompt" to chat)))
+        // a bundle exported before prompts carried their text: a message naming the fix, not a crash later
+        val e = assertThrows(IllegalArgumentException::class.java) { EnginePrompt.from(mapOf("id" to "c", "ids" to listOf(1L))) }
+        assertTrue("re-export" in e.message!!)
+        assertThrows(IllegalArgumentException::class.java) { EnginePrompt.from(mapOf("id" to "d", "prompt" to chat.take(2))) }
+        assertThrows(IllegalArgumentException::class.java) { EngineRecord("d", "mtp", "a", "t", 1, 1.0, 0.0, "") }
     }
 
     @Test fun failedItemIsLoggedAndTheRunGoesOn() {

@@ -1,0 +1,15 @@
+// Signature-only stub of the LiteRT-LM Kotlin API (the subset the demo calls), transcribed from google-ai-edge/LiteRT-LM
+// kotlin/java/com/google/ai/edge/litertlm for litertlm-android 0.18.1, the version android_demo/app/build.gradle pins.
+// Public and internal members keep their visibility; bodies are stubs. Compiled as its own module, like the LiteRT stub.
+package com.google.ai.edge.litertlm
+
+class Engine(val engineConfig: EngineConfig) : AutoCloseable {
+  fun isInitialized(): Boolean = throw NotImplementedError("stub")
+
+  fun initialize(): Unit = throw NotImplementedError("stub")
+
+  override fun close(): Unit = throw NotImplementedError("stub")
+
+  fun createConversation(conversationConfig: ConversationConfig = ConversationConfig()): Conversation =
+    throw NotImplementedError("stub")
+}
