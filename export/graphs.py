@@ -4,7 +4,8 @@ The names are the interface between Python, the bundle and Kotlin; they are defi
   embedder   decode_embedder / prefill_embedder_<N>: token_ids [1,T] i32 -> embeddings [1,T,H] (scale inside)
   backbone   prefill_<N>: embeddings, input_pos, mask, kv_cache_* -> kv_cache_*
              decode / verify (T = K+1): ... -> logits [1,T,V], activations [1,T,H], kv_cache_*
-  drafter    mtp_drafter: activations [1,1,2H], input_pos [1], mask [1,1,1,C], kv_cache_* (read layers only)
+  drafter    mtp_drafter: activations [1,1,2H], input_pos [1] (the newest cached token's position, as LiteRT-LM
+             passes it), mask [1,1,1,C], kv_cache_* (read layers only)
              -> logits [1,1,V], projected_activations [1,1,H]
   drafter_ctx  mtp_draft_k (our runtime and the Kotlin core; the .litertlm keeps the contract's drafter): all K
              draft steps in one call, over the draft space and the context draft space. The same inputs plus
@@ -59,7 +60,10 @@ class DrafterGraph(nn.Module):
 
     def forward(self, activations, input_pos, mask, **kv):
         reads = [(kv.get(k_name(i)), kv[v_name(i)]) for i in self.head.kv_layers]
-        logits, proj = self.head(activations, input_pos, mask, reads)
+        # LiteRT-LM passes the position of the newest *cached* token (its mask shows 0..input_pos); the head counts
+        # from the token it drafts after, one further on. Fed the head's own position, the engine's drafts hid the
+        # newest cached token and roped the query one step back (its success rate equalled ours run that way).
+        logits, proj = self.head(activations, input_pos + 1, mask, reads)
         return {"logits": logits, "projected_activations": proj}
 
 

@@ -3,8 +3,9 @@
 Contract (LiteRT-LM `mtp_drafter`, see LiteRT-LM llm_litert_mtp_drafter.cc):
   in  activations [1,1,2H] = concat(embedder(token), h)   h = backbone activation at the first step, then our own
                                                             projected_activations
-  in  input_pos  [1]       = position of `token` (its KV is NOT in the cache yet) -- the same for all K steps
-  in  mask       [1,1,1,C]  the engine lets us see 0..input_pos; the slot at input_pos is stale, so the head also
+  in  input_pos  [1]       = position of `token` (its KV is NOT in the cache yet) -- the same for all K steps.
+                            LiteRT-LM passes the newest cached token's position (one less): the exported graph adds 1
+  in  mask       [1,1,1,C]  keys the engine lets us see; the slot at the head's input_pos is stale, so the head also
                             hides it internally (keys must be < input_pos)
   in  kv_cache_k_i / kv_cache_v_i of the layers we read (read-only, the backbone's buffers)
   out logits [1,1,V] (full vocabulary; the draft vocabulary is scattered back with a gather)

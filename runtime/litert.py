@@ -319,8 +319,9 @@ class Bundle:
         """k drafts from the contract's drafter, one call per step (its logits over the full vocabulary), picked as
         the backbone's sample at that position will be (coupled drafting; greedy: argmax)."""
         dr, ins, outs, kv = self.models["drafter"], self.dr_in, self.dr_out, self.dr_kv
-        ins["input_pos"].write(np.array([pos], np.int32))
-        ins["mask"].write(self.drafter_mask(pos))
+        # the contract's position, as LiteRT-LM passes it: the newest cached token's, one before `tok`'s
+        ins["input_pos"].write(np.array([pos - 1], np.int32))
+        ins["mask"].write(self.drafter_mask(pos - 1))
         h, out, probs = np.asarray(act, np.float32), [], []
         for j in range(k):
             ins["activations"].write(np.concatenate([self.embed_row(tok), h]))

@@ -89,6 +89,9 @@ def test_distill_train_export_bench_on_your_own_prompts(tmp_path):
     assert {r["id"] for r in man["eval_prompts"]} == held
     phone = [json.loads(line) for line in (tmp_path / "out" / "android" / "bench_prompts.jsonl").read_text().splitlines()]
     assert {r["id"] for r in phone} == held  # the phone's benchmark runs the held-out prompts too
+    # and its engine rows send the prompt's own text (or chat turns) through the Conversation API
+    texts = {r["id"]: r["prompt"] for r in load_app_prompts(app)}
+    assert all(r["prompt"] == texts[r["id"]] for r in phone)
     rc, out, err = cli("bench", str(tmp_path / "out"), "--no-engine", "--modes", "plain,mtp,mtp+ctx", "--max-new-tokens",
                        "16", "--json", str(tmp_path / "b.json"))
     assert rc == 0, err[-1500:]

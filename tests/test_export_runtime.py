@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -317,6 +318,44 @@ def test_official_engine_conversation_runs_bundle(spec, tmp_path):
         assert off == bb.tokenizer.decode(ref["tokens"], skip_special_tokens=False), p
         # litert_lm 0.18.1 may emit up to K tokens past max_output_tokens with MTP on; the overlap must match
         assert on.startswith(off) or off.startswith(on), (p, off, on)
+
+
+ENGINE_DRAFTS = r"""
+import sys, json, litert_lm
+path, prompts, n = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+litert_lm.set_min_log_severity(litert_lm.LogSeverity.INFO)
+eng = litert_lm.Engine(path, backend=litert_lm.Backend.CPU(), max_num_tokens=128, cache_dir=sys.argv[4])
+for p in prompts:
+    c = eng.create_conversation(max_output_tokens=n, enable_speculative_decoding=True)
+    c.send_message(p)
+    c.close()
+eng.close()
+"""
+
+
+@pytest.mark.parametrize("spec", ["tiny:gemma3", "tiny:llama"])
+def test_official_engine_drafts_as_our_runtime_does(spec, tmp_path):
+    """The engine feeds the contract's drafter as our runtime does: its drafter's success rate (accepted / drafted,
+    logged when the drafter is destroyed) is our per-step mode's on the same prompts, to the sixth digit.
+    LiteRT-LM gives the drafter the newest cached token's position; a graph that took it for the drafted-after token's
+    accepted a quarter fewer in the engine than in our runtime, with the same text."""
+    from mtplite.runtime.litert import Bundle, encode, load_tokenizer
+
+    out = bundle(spec)
+    prompts, n = PROMPTS[:6], 24
+    r = subprocess.run([sys.executable, "-c", ENGINE_DRAFTS, str(out / "model.litertlm"), json.dumps(prompts), str(n),
+                        str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rate = [float(x) for x in re.findall(r"Success rate: ([0-9.eE+-]+)", r.stderr)]  # accepted / drafted, 6 digits
+    assert len(rate) == 1, r.stderr[-2000:]
+    b, tok = Bundle(out, threads=1, mtp=True), load_tokenizer(out)
+    ours = cycles = 0
+    for p in prompts:
+        res = G.run(encode(tok, b.man, p), b.steps(), max_new_tokens=n, eos_ids=set(b.man["eos_ids"]), K=b.K,
+                    cache_len=b.C)
+        ours += res["accepted"]
+        cycles += res["cycles"]
+    assert ours > 0 and abs(rate[0] - ours / (cycles * b.K)) < 1e-6, (rate, ours, cycles)
 
 
 CHAT = ("{{ bos_token }}{% for m in messages %}<{{ m['role'] }}> {{ m['content'] }}\n{% endfor %}"

@@ -132,8 +132,9 @@ class LiteRtBundle(private val dir: File, val man: Manifest, private val acceler
         val d = drafter ?: error("bundle loaded without the drafter")
         val (ins, outs) = buffers(d, "mtp_drafter", "drafter")
         val reads = kv.filterKeys { it in man.signatures.getValue("drafter").getValue("mtp_drafter").inputs }
-        ins.getValue("input_pos").writeInt(intArrayOf(pos))
-        ins.getValue("mask").writeFloat(FloatArray(c) { if (it <= pos) 0f else NEG_INF })
+        // the contract's position, as LiteRT-LM passes it: the newest cached token's, one before [token]'s
+        ins.getValue("input_pos").writeInt(intArrayOf(pos - 1))
+        ins.getValue("mask").writeFloat(FloatArray(c) { if (it < pos) 0f else NEG_INF })
         return gate.draft(token, activation, k, sampler, pos) { tok, act ->
             ins.getValue("activations").writeFloat(embed(intArrayOf(tok))[0] + act)
             d.run(ins + reads, outs, "mtp_drafter")
