@@ -44,7 +44,7 @@ def _run(model, sig, sigs, bufs, kv, emb, pos, C):
 
 
 class OutputNotWritten(RuntimeError):
-    """A signature's run did not write an output buffer (measured in ai-edge-litert 2.3: notes/PERF.md)."""
+    """A signature's run did not write an output buffer (measured in ai-edge-litert 2.3: lab/notes/PERF.md)."""
 
 
 def probe(model, sigs, io=None, draws=4, seed=0):

@@ -70,7 +70,7 @@ class DrafterGraph(nn.Module):
 class DraftKGraph(nn.Module):
     """The head's K draft steps unrolled in one graph, with the context draft space (MTPHead.step's ctx): argmax, the
     draft-space index -> token id map and the next step's embedding row all stay inside, so one call replaces K
-    drafter calls, K embedder calls and K full-vocabulary logit reads (notes/PERF.md). Drafts are the head's argmax,
+    drafter calls, K embedder calls and K full-vocabulary logit reads (lab/notes/PERF.md). Drafts are the head's argmax,
     also when the runtime samples: verify samples every row with plain sampling's u_t, so any drafts keep the output
     exact, and a head trained on greedy labels drafts its argmax more often right than its coupled sample."""
 
@@ -99,7 +99,7 @@ class DraftKGraph(nn.Module):
             top = d.max()
             i = torch.argmax(d).reshape(1)
             # one row from each table and a select, not the two tables concatenated: that concat copied the
-            # [S,H] float32 space rows (10 MB on Gemma) every call, cold after verify (notes/PERF.md)
+            # [S,H] float32 space rows (10 MB on Gemma) every call, cold after verify (lab/notes/PERF.md)
             own, cx = i < S, (i - S).clamp(min=0)
             si = i.clamp(max=S - 1)
             toks.append(torch.where(own, self.space_ids[si], context_ids[0][cx]))

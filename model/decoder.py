@@ -121,7 +121,7 @@ class RMSNorm(nn.Module):
 
     def forward(self, x):
         # Normalized as rows [N, dim]: XNNPACK then rounds a row the same whatever the number of rows, so the exported
-        # decode (1 row) and verify (K+1 rows) agree bit for bit (scripts/probes/decode_vs_verify.py; with the
+        # decode (1 row) and verify (K+1 rows) agree bit for bit (lab/probes/decode_vs_verify.py; with the
         # [1, T, dim] form, one Gemma layer in three flipped a bit after a fully-connected op). rows=False keeps the
         # input's shape (see HeadBlock's attn_norm).
         xf = x.float().reshape(-1, x.shape[-1]) if self.rows else x.float()

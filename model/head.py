@@ -18,7 +18,7 @@ Copy read (copy_heads > 0): layer 0's V cache is a function of each cached token
 embedding), so it is a token-identity table of the text, already in the shared buffers. The head matches its query
 against it (the token at j and at j-1, unrotated: content, not position), reads the identity of the token at j+1, and
 adds pointer logits for it: induction-style copying, which the learned attention over late layers did not learn from
-the topic corpus (it got a third of the positions prompt lookup copies right; notes/PERF.md, 'Copy read').
+the topic corpus (it got a third of the positions prompt lookup copies right; lab/notes/PERF.md, 'Copy read').
 """
 import json
 import math
@@ -71,7 +71,7 @@ MAX_COPY_HEADS = 8
 CONTEXT = 128  # the context draft space a head trains with by default: ids of the text outside its draft vocabulary
 # The carried step index, in units the backbone's final-normed activation does not reach (|h| < FLAG / 2; on 64
 # distilled rows each Gemma 3 270M's max |h| is 133, 23 in the last dim, SmolLM2's 55 and 5:
-# results/micro/activation_range.json): at the first draft
+# lab/results/micro/activation_range.json): at the first draft
 # step the engine hands the head the backbone's h, so a small value in the flag slot means "step 1". Training
 # refuses a backbone whose h gets there (train.rollout_loss). Multiples of 4096 stay exact in fp16 up to step 15.
 FLAG = 4096.0
@@ -103,7 +103,7 @@ def default_read_layers(c):
     drafters read). Full-attention backbones: the last layer.
 
     With the copy read and the context draft space, reading more layers spread over the depth no longer paid: the
-    same held-out and bench τ for a slower drafter and slower training (notes/PERF.md, "a two-layer read")."""
+    same held-out and bench τ for a slower drafter and slower training (lab/notes/PERF.md, "a two-layer read")."""
     glob = [i for i in range(c.num_layers) if not c.sliding_window[i]]
     slid = [i for i in range(c.num_layers) if c.sliding_window[i]]
     if not slid:
@@ -240,7 +240,7 @@ class CopyRead(nn.Module):
       read; the current token's term then checks that the draft fed back is the token read there. The carried step
       index (see MTPHead.unpack) routes the cached rows: at step 2 the row at pos-1 is the previous-but-one token.
       Re-matching alone lost most at later steps: cumulative acceptance by depth 0.66 / 0.49 / 0.34 against lookup's
-      0.78 / 0.70 / 0.66 (notes/PERF.md).
+      0.78 / 0.70 / 0.66 (lab/notes/PERF.md).
     """
 
     def __init__(self, c: HeadConfig):
@@ -354,7 +354,7 @@ class CopyRead(nn.Module):
             # " were" 0.88, mean |cos| 0.25), so a read of " bought" scores " buy" only ~3 nats lower and the
             # vocabulary logits, which model the grammar, decide which form is copied. A bonus for a near-exact read
             # (cosine > EXACT_COS) keeps the copied form; its size is chosen on held-out rows
-            # (see notes/PERF.md).
+            # (see lab/notes/PERF.md).
             bonus = lambda z: (self.exact / (1 - EXACT_COS)) * torch.relu(z.float() / strength - EXACT_COS)  # noqa: E731
             logits = logits + bonus(logits).to(logits.dtype)
             if ctx is not None:
@@ -388,7 +388,7 @@ class MTPHead(nn.Module):
         self.emb_norm = RMSNorm(H, c.rms_eps, False)
         self.hid_norm = RMSNorm(H, c.rms_eps, False)
         self.fc = nn.Linear(2 * H, H, bias=False)
-        self.blocks = nn.ModuleList([HeadBlock(c)])  # one block: a second measured no gain (notes/PERF.md)
+        self.blocks = nn.ModuleList([HeadBlock(c)])  # one block: a second measured no gain (lab/notes/PERF.md)
         self.copy = CopyRead(c) if c.copy_heads else None
         self.out_norm = RMSNorm(H, c.rms_eps, False)
         self.draft_head = nn.Linear(H, c.draft_vocab_size, bias=False)
@@ -449,7 +449,7 @@ class MTPHead(nn.Module):
         they are not tied) and their layer-0 V rows (token_rows). Each gets the logit a draft-vocabulary id would
         have: those rows on the head's output plus the copy read's pointer logit. A copied token is often a rare one
         (a name, a number): 12% of the benchmark's rewrite and summarize positions had a label outside Gemma's 4,096-id
-        draft vocabulary, and most of those labels occur earlier in the text (notes/PERF.md)."""
+        draft vocabulary, and most of those labels occur earlier in the text (lab/notes/PERF.md)."""
         C = kv[0][1].shape[-1]
         stale = torch.arange(C, dtype=torch.int32)[None, :] >= pos[:, None].to(torch.int32)
         mask = mask + torch.where(stale, torch.tensor(NEG_INF), torch.tensor(0.0))[None, None]

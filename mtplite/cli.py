@@ -299,8 +299,8 @@ def build_parser():
                    "calibrate, bench and the phone measure the head on them")
     t.add_argument("--prompt-limit", type=int, default=None, metavar="N",
                    help="distil at most the first N prompts (default: all)")
-    # measured options off the default path; notes/PERF.md has what each gained and cost
-    x = t.add_argument_group("experimental", "off by default: measured in notes/PERF.md, not (yet) on the main path")
+    # measured options off the default path; lab/notes/PERF.md has what each gained and cost
+    x = t.add_argument_group("experimental", "off by default: measured in lab/notes/PERF.md, not (yet) on the main path")
     x.add_argument("--echo", type=int, default=0,
                    help="also distill this many prompts framing the backbone's own continuations (varied styles)")
     t.add_argument("--all-cached", action="store_true",

@@ -156,7 +156,7 @@ def cmd_quickstart(a):
           + closing(res, man.get("settings") or {}, a.threads, bundle, root, man.get("engine")))
 
 
-# minutes each later stage took in a fresh Gemma 3 270M quickstart on the 2-core CI machine (notes/PERF.md)
+# minutes each later stage took in a fresh Gemma 3 270M quickstart on the 2-core CI machine (lab/notes/PERF.md)
 STAGE_MIN = {"export": 6, "calibrate": 3, "bench": 10}
 
 

@@ -5,7 +5,7 @@ backbone the phone actually runs. What the recipes do (ai-edge-quantizer 0.10 dy
 XNNPACK's dynamically-quantized kernels):
 - weights: int8 symmetric per output channel, or int4 symmetric per block of 32/64 input values;
 - activations entering each quantized matmul: int8 asymmetric per row (per token), computed at run time.
-Measured (scripts/fakequant_match.py, teacher-forced on the LiteRT graph's own greedy stream): weights-only fake
+Measured (lab/scripts/fakequant_match.py, teacher-forced on the LiteRT graph's own greedy stream): weights-only fake
 quantization matches the LiteRT tokens best (tiny:gemma3 int8: float 0.981, weights 0.990, weights+activations
 0.986; int4-b32: 0.748 / 0.964 / 0.958), so `act` defaults to False; our per-row activation rounding is not
 bit-exact with XNNPACK's and adds its own error.

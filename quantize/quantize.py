@@ -20,7 +20,7 @@ REFUSED = {"wo-int4": "weight-only int4 blockwise is a silent no-op in ai-edge-q
            "int4-b128": "ai-edge-quantizer 0.10 ships no block-128 recipe; use int4-b32 or int4-b64"}
 GRAPHS = ("backbone", "embedder", "drafter")
 # int8-h4, the default of quickstart and the rebuild scripts: the head's weights are most of what a draft reads once
-# a verify pass has evicted them, and int4 blocks halve them at the same accept length (measured in notes/PERF.md).
+# a verify pass has evicted them, and int4 blocks halve them at the same accept length (measured in lab/notes/PERF.md).
 PRESETS = {"int8-h4": "backbone=int8,embedder=int8,head=int4-b32"}
 
 

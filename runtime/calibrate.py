@@ -105,7 +105,7 @@ def calibrate(out, prompts=None, threads=2, max_new=48, progress=print, n=CALIBR
     # who drafts by default: the head, hybrid (with the drafter generate runs) or lookup alone; ties go to the head.
     # The head is compared as the other two are, from a run of the loop with its drafting timed there: predict_gate,
     # which picks the gate, charges a declined draft an averaged cost of deciding, and on SmolLM2 it put the gated head
-    # level with hybrid where hybrid ran 10% faster side by side (96 held-out prompts, notes/PERF.md).
+    # level with hybrid where hybrid ran 10% faster side by side (96 held-out prompts, lab/notes/PERF.md).
     default = "drafter_ctx" if b.use_context else "drafter"
     by_draft = {"mtp": predict_hybrid(draft_counts(b, encoded, max_new, "mtp", gate=gate), t_dec, t_ver),
                 "hybrid": hybrid_pred[default][str(hybrid[default])], "lookup": lookup_pred}
@@ -186,7 +186,7 @@ def calibrate_lookup(b, encoded, max_new, t_dec, t_ver, gate=0.0):
 
 # Predicted speedups closer than this are a tie: the cost model has erred by up to 1.8% on which match length is faster
 # (Gemma ctx-1m, gated: 24 held-out prompts predicted >= 1 1.0% ahead of >= 2, measured side by side on 36 others
-# >= 2 ran 0.8% ahead; on 96 held-out prompts >= 1 ran 1.4% ahead; notes/PERF.md).
+# >= 2 ran 0.8% ahead; on 96 held-out prompts >= 1 ran 1.4% ahead; lab/notes/PERF.md).
 NEAR_TIE = 0.02
 
 

@@ -4,7 +4,7 @@ The KV buffers are runtime-owned TensorBuffers created once from the backbone's 
 name, as input AND output of prefill/decode/verify and as the drafter's read-only inputs: nothing is copied between
 the two graphs (a test mutates a buffer and watches the drafter's output change). Host-memory buffers would be
 cheaper to slice-write, but ai_edge_litert only accepts them for rank-1 tensors and the LiteRT-LM contract fixes the
-KV tensors at rank 4 (see notes/PERF.md).
+KV tensors at rank 4 (see lab/notes/PERF.md).
 
 The loop itself is mtplite.model.generate.run, the same code the torch reference runs.
 """

@@ -23,7 +23,7 @@ def lookup(history, k, max_ngram=3, min_ngram=1):
 
 def accepted(d, stream, i, k):
     """How many of draft d the greedy `stream` confirms from position i (0 without a draft): a drafter scored on a
-    stream it did not produce (scripts/same_cycles.py, scripts/draft_table.py)."""
+    stream it did not produce (lab/scripts/same_cycles.py, lab/scripts/draft_table.py)."""
     a = 0
     while d is not None and a < k and i + a < len(stream) and d[a] == stream[i + a]:
         a += 1
@@ -39,8 +39,8 @@ def lookup_steps(steps, history, mode="lookup", min_ngram=None):
 
     # Which matches to copy depends on the head and the device: a weak head (head-880k) lost to lookup even on 1-token
     # matches, which lookup drafts for free (hybrid+gate 1.02x / 0.98x lookup's speed copying on any match, 0.96x /
-    # 0.95x leaving them to the head; results/micro/hybrid_rule_gemma*.json); with the context space the best length
-    # moved between 1 and 3 with backbone and timing (notes/PERF.md). Hence a measured, per-bundle choice.
+    # 0.95x leaving them to the head; lab/results/micro/hybrid_rule_gemma*.json); with the context space the best length
+    # moved between 1 and 3 with backbone and timing (lab/notes/PERF.md). Hence a measured, per-bundle choice.
     min_ngram = (min_ngram or HYBRID_MIN_NGRAM) if mode == "hybrid" else 1
 
     def draft2(tok, act, pos, k):

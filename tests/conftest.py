@@ -18,12 +18,12 @@ PROMPTS = [
 
 
 def script(name):
-    """scripts/<name>.py as a module (the scripts are not a package)."""
+    """A script of scripts/ or the lab (lab/, lab/scripts/, lab/probes/) as a module (they are not a package)."""
     import importlib.util
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1] / "scripts"
-    path = next(p for p in (root / f"{name}.py", root / "probes" / f"{name}.py") if p.exists())
+    root = Path(__file__).resolve().parents[1]
+    path = next(p for d in ("scripts", "lab", "lab/scripts", "lab/probes") if (p := root / d / f"{name}.py").exists())
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -241,7 +241,7 @@ def test_train_echo_distills_framed_continuations_into_the_same_cache(tmp_path):
     assert rc == 0 and len(cache.read_text().splitlines()) == 36, err[-2000:]
     doc2 = json.loads((tmp_path / "h" / "head.json").read_text())
     assert doc2["all_cached"] and doc2["train_sequences"] + doc2["val_sequences"] == 36
-    # scripts/probes/tune_copy_exact.py scores bonuses on that head's held-out rows and writes the head with the best
+    # lab/probes/tune_copy_exact.py scores bonuses on that head's held-out rows and writes the head with the best
     root = Path(__file__).resolve().parents[1] / "scripts"
     r = subprocess.run([sys.executable, str(root / "probes" / "tune_copy_exact.py"), "--backbone", "tiny:gemma3", "--head",
                         str(tmp_path / "h"), "--data", str(cache), "--out", str(tmp_path / "hx"), "--values", "0,3,9"],
@@ -450,18 +450,18 @@ def test_chat_turn_is_the_template_around_one_message():
 
 
 def test_benchmarks_page_is_rendered_from_the_committed_json():
-    """BENCHMARKS.md is exactly what mtplite.results renders from results/gemma3-270m (machine lines aside)."""
+    """BENCHMARKS.md is exactly what scripts/benchmarks.py renders from the current runs in results/, and the lab's
+    experiments page what lab/results_page.py renders from lab/results/gemma3-270m (machine lines aside)."""
     from pathlib import Path
 
-    from mtplite.results import main
-
     root = Path(__file__).resolve().parents[1]
-    R = root / "results" / "gemma3-270m"
-    out = Path(os.environ["MTPLITE_CACHE"]) / "BENCHMARKS.md"
-    args = [str(R), "--out", str(out), "--auto"]
-    main(args)
+    page = script("benchmarks").render(root / "results")
+    assert page == (root / "BENCHMARKS.md").read_text()
+    assert {f"## {f.stem}" for f in (root / "results").glob("*.json")} <= set(page.splitlines())
+    out = Path(os.environ["MTPLITE_CACHE"]) / "EXPERIMENTS.md"
+    script("results_page").main([str(root / "lab" / "results" / "gemma3-270m"), "--out", str(out), "--auto"])
     machine = lambda text: [l for l in text.splitlines() if not l.startswith(("- CPU:", "- Python"))]
-    assert machine(out.read_text()) == machine((root / "BENCHMARKS.md").read_text())
+    assert machine(out.read_text()) == machine((root / "lab" / "EXPERIMENTS.md").read_text())
 
 
 def test_quickstart_closing_names_every_mode_and_the_calibrated_default():
@@ -631,7 +631,7 @@ def test_hybrid_copies_matches_of_its_minimum_length_and_drafts_with_the_head_ot
 
     assert lookup([7, 5, 7], 3) == [5, 7, 7] and lookup([7, 5, 7], 3, min_ngram=2) is None
     assert lookup([1, 2, 3, 4, 5, 9, 2, 3], 2, min_ngram=2) == [4, 5]
-    assert HYBRID_MIN_NGRAM == 1  # measured by scripts/probes/bench_hybrid_rule.py; the Kotlin core has the same constant
+    assert HYBRID_MIN_NGRAM == 1  # measured by lab/probes/bench_hybrid_rule.py; the Kotlin core has the same constant
     head = lambda tok, act, pos, k: [0] * k
     for hist, want in (([7, 5, 7], ("lookup", [5, 7, 7])), ([7, 5, 8], ("head", [0, 0, 0])),
                        ([1, 2, 3, 9, 2, 3], ("lookup", [9, 2, 3]))):

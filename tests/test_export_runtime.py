@@ -204,7 +204,7 @@ def test_k_step_drafter_with_copy_read_equals_torch(tmp_path):
 def test_k_step_drafter_reads_each_weight_once_per_step(spec):
     """Every draft step of mtp_draft_k (and of each window) runs each weight matrix in one fully-connected op: the
     converter once duplicated the head's input projection (one copy per consumer's shape), so that its weights were
-    read twice per step (0.90x the graph's time without the copy; notes/PERF.md, Session 37)."""
+    read twice per step (0.90x the graph's time without the copy; lab/notes/PERF.md, Session 37)."""
     from collections import Counter
 
     from ai_edge_litert import schema_py_generated as S
@@ -583,7 +583,7 @@ def test_confidence_gate_declines_unsure_drafts_and_stays_exact(tmp_path):
 
 
 def test_draft_table_replays_rules_as_the_loop_runs_them(tmp_path):
-    """scripts/draft_table.py records both drafters at every position of one exact-mode greedy stream and replays
+    """lab/scripts/draft_table.py records both drafters at every position of one exact-mode greedy stream and replays
     hybrid rules on it: each replayed rule must give the cycles, accepted drafts and plain steps the loop itself runs
     with that rule (else choosing a rule on the replay means nothing)."""
     from mtplite.model import generate as G
@@ -621,7 +621,7 @@ def test_draft_table_replays_rules_as_the_loop_runs_them(tmp_path):
 
 
 def test_same_cycles_scores_each_drafter_as_the_loop_does(tmp_path):
-    """scripts/same_cycles.py scores drafts against the emitted stream: on the driver's own cycles that must give the
+    """lab/scripts/same_cycles.py scores drafts against the emitted stream: on the driver's own cycles that must give the
     accepted counts the loop itself recorded (else the head-vs-lookup comparison on shared cycles means nothing)."""
     sc = script("same_cycles")
     from mtplite.runtime.lookup import accepted

@@ -102,7 +102,7 @@ def test_head_config_and_train_options_stay_small():
 
 
 def test_product_code_cites_no_work_log_entries():
-    """The story lives in notes/PERF.md; code (Python and Kotlin) says why in a sentence, not which session
+    """The story lives in lab/notes/PERF.md; code (Python and Kotlin) says why in a sentence, not which session
     measured it."""
     hits = []
     kotlin = [f for f in (ROOT / "android_demo").rglob("*.kt") if "stubs" not in f.parts]
@@ -111,6 +111,32 @@ def test_product_code_cites_no_work_log_entries():
             if re.search(r"\bsessions? \d+|issue #\d+|#\d+'s\b", line, re.I):
                 hits.append(f"{f.relative_to(ROOT)}:{i}: {line.strip()}")
     assert not hits, "\n".join(hits)
+
+
+def lab_uses(path):
+    """Where a Python file reaches into lab/: an import of it, or a string that starts a path there."""
+    import io
+    import tokenize
+
+    hits = []
+    for n in ast.walk(ast.parse(path.read_text())):
+        names = [a.name for a in n.names] if isinstance(n, ast.Import) else [n.module or ""] if isinstance(n, ast.ImportFrom) else []
+        hits += [f"{path.name}:{n.lineno}: import {m}" for m in names if m == "lab" or m.startswith("lab.")]
+    for t in tokenize.generate_tokens(io.StringIO(path.read_text()).readline):
+        if t.type == tokenize.STRING and re.match(r"""^[rbuf]*['"]+lab(/|['"])""", t.string, re.I):
+            hits.append(f"{path.name}:{t.start[0]}: {t.string}")
+    return hits
+
+
+def test_product_code_never_reaches_into_the_lab(tmp_path):
+    """lab/ (notes, experiment results, probes, the experiments page) is for the people who measure; the package and
+    the product scripts work without it."""
+    files = [*modules().values(), *(ROOT / "scripts").glob("*.py")]
+    assert len(files) > 40 and not [h for f in files for h in lab_uses(f)]
+    assert not (ROOT / "mtplite" / "lab").exists() and "lab" not in (ROOT / "pyproject.toml").read_text().split("packages")[1].split("]")[0]
+    bad = tmp_path / "bad.py"  # the check finds both ways in
+    bad.write_text("from lab.results_page import render\nPAGE = 'lab/EXPERIMENTS.md'\n")
+    assert len(lab_uses(bad)) == 2
 
 
 def test_nothing_reads_files_beside_the_repository():
@@ -161,7 +187,7 @@ def test_every_option_has_help_and_the_cli_a_version():
 
 def test_readme_is_for_users():
     """The README is how-to for users (at most 150 lines, 1,200 words); the design lives in docs/DESIGN.md, the
-    story in notes/PERF.md."""
+    story in lab/notes/PERF.md."""
     text = (ROOT / "README.md").read_text()
     assert len(text.splitlines()) <= 150 and len(text.split()) <= 1200, (len(text.splitlines()), len(text.split()))
     assert (ROOT / "docs" / "DESIGN.md").is_file() and "docs/DESIGN.md" in text

@@ -5,7 +5,7 @@ import sys
 import pytest
 import torch
 
-from conftest import PROMPTS, trained
+from conftest import script, PROMPTS, trained
 from test_export_runtime import C, bundle
 
 _q = {}
@@ -141,13 +141,13 @@ def test_bench_also_runs_extra_bundles_side_by_side(tmp_path_factory):
     assert "mtp@q8" in markdown(res)
     import json
 
-    from mtplite.results import render
+    render = script("results_page").render
 
     run = tmp_path_factory.mktemp("run")
     (run / "bench.json").write_text(json.dumps(res))
     page = render(run)  # the results page renders from the JSON alone (no head dir, extra bundles present)
     assert "mtp@q8/plain@q8" in page and "speculative output == plain greedy" in page
-    from mtplite.results import quant_label  # the mode table names a head quantized unlike its backbone
+    quant_label = script("results_page").quant_label  # the mode table names a head quantized unlike its backbone
 
     assert "| plain @q8 | int8 |" in page
     assert quant_label({"backbone": "int8", "embedder": "int8", "drafter": "int4-b32"}) == "int8, head int4-b32"

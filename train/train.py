@@ -174,7 +174,7 @@ def rollout_loss(head, f, K):
     """Sum of the loss over valid (anchor, step) pairs, their count, and per-anchor accepted-run lengths.
 
     The loss is CE on the backbone's greedy token (soft targets, also the backbone's sampling distribution for
-    sampled drafting, and feature regression were tried and did not pay: notes/PERF.md)."""
+    sampled drafting, and feature regression were tried and did not pay: lab/notes/PERF.md)."""
     toks, ok, act, y, emb = f["tokens"], f["ok"], f["act"], f["labels"], f["emb"]
     top = float(act[..., -1].abs().max()) if head.slot else 0.0
     if top >= FLAG / 2:
@@ -259,7 +259,7 @@ LARGE_VOCAB = 32_000
 
 def distill_batch(backbone):
     """Greedy rows per distillation batch: 64 where the LM head dominates (it runs ~2x the rows/s of batch 16 and
-    128 measured no faster; notes/PERF.md), 16 otherwise."""
+    128 measured no faster; lab/notes/PERF.md), 16 otherwise."""
     return 64 if backbone.model.c.vocab_size > LARGE_VOCAB else 16
 
 
@@ -480,7 +480,7 @@ def evaluate_each(heads, backbone, rows, K, batch=8, dtype=torch.float32, contex
 
 
 # the weaker the head, the larger the bonus that drafts best (a 1M-token Gemma head gains 0.015 τ, a 38k-token SmolLM2
-# head 0.35; notes/PERF.md), so it is chosen per head on held-out rows
+# head 0.35; lab/notes/PERF.md), so it is chosen per head on held-out rows
 EXACT_VALUES = (0.0, 2.0, 4.0, 8.0, 16.0)
 
 

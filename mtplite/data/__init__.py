@@ -161,7 +161,7 @@ RETIRED = {"rewrite-0", "rewrite-1", "rewrite-3", "code-0", "freeform-m3", "list
 # Copy drills: every prompt carries specifics drawn at random (people, codes, times, places, amounts), so
 # the backbone's echo of them can only be predicted by copying from its KV cache, never by memorising a topic list.
 # Trained on the topic families alone, a head was right on 34% of the benchmark positions prompt lookup copies right
-# (scripts/probes/drill_ablation.py, results/gemma3-270m/drill_ablation*.json, which also measures what the drills change).
+# (lab/probes/drill_ablation.py, lab/results/gemma3-270m/drill_ablation*.json, which also measures what the drills change).
 # The framings share no opening or last line with the benchmark prompts (a test checks it).
 DRILL_PEOPLE = ["Dr. Okafor", "Ms. Lindqvist", "Coach Ramirez", "Mr. Tanaka", "Aunt Rosa", "Officer Bell", "Nurse Ibe",
                 "Professor Haddad", "Kofi", "Ingrid", "Mateo", "Yuki", "Siobhan", "Dev", "Marguerite", "Tariq"]
@@ -317,7 +317,7 @@ def training_prompts(seed: int = 0, limit: int | None = None, drills: bool = Tru
 
 
 # Echo prompts: the benchmark's gap is its prompts' style, not the corpus's volume (teacher-forced τ 3.22 on held-out
-# corpus templates, 2.64 on the benchmark prompts; notes/PERF.md). Here the content is the
+# corpus templates, 2.64 on the benchmark prompts; lab/notes/PERF.md). Here the content is the
 # backbone's own earlier continuations (whatever it writes about ~140 topics in ~90 framings) and drill facts, and the
 # framing is drawn per prompt from a grammar of labels, layouts, instructions and cues, so no two prompts share a
 # template's full text. The template key is the cue (or the rewrite instruction), so the held-out split holds out
