@@ -14,6 +14,8 @@ import android.widget.EditText
 import android.widget.TextView
 import dev.mtplite.core.BenchFailure
 import dev.mtplite.core.BenchRecord
+import dev.mtplite.core.Draft
+import dev.mtplite.core.HeadGraph
 import dev.mtplite.core.GatedDraft
 import dev.mtplite.core.Sampler
 import dev.mtplite.core.HybridDrafter
@@ -74,12 +76,12 @@ class MainActivity : Activity() {
         val vocab = Vocab.fromTokenizerJson(File(dir, manifest.files.getValue("tokenizer")).readText())
         val bundle = LiteRtBundle(dir, manifest).also { bundle = it }
         bundle.gate = GatedDraft(manifest.minProb)  // the head drafts only while it is sure (0 = always)
-        bundle.useContext = bundle.useContext && manifest.drafter != "drafter"  // the graph the settings chose
-        stats.text = "settings: ${manifest.settingsSource ?: "export default"} (${manifest.draft})"
+        bundle.useContext = bundle.useContext && manifest.drafter != HeadGraph.PER_STEP  // the graph the settings chose
+        stats.text = "settings: ${manifest.settingsSource ?: "export default"} (${manifest.draft.wire})"
         view<Button>(R.id.run).setOnClickListener {
             val text = view<EditText>(R.id.prompt).text.toString()
             // the calibrated setting wins: `mtplite calibrate` may have switched drafting off for this device class
-            val mtp = view<CheckBox>(R.id.mtp).isChecked && manifest.draft != "off"
+            val mtp = view<CheckBox>(R.id.mtp).isChecked && manifest.draft != Draft.OFF
             val output = view<TextView>(R.id.output)
             bundle.sampler = try { Sampler.parse(view<EditText>(R.id.sampling).text.toString()) } catch (e: IllegalArgumentException) {
                 stats.text = e.message
@@ -95,9 +97,9 @@ class MainActivity : Activity() {
                 val t0 = System.nanoTime()
                 // who drafts: calibrate's choice for this device (settings.draft): the head, hybrid or lookup alone
                 val hybrid = when (manifest.draft) {
-                    "hybrid" -> HybridDrafter(ids, bundle, manifest.hybridMinNgram(bundle.useContext))
-                    "lookup" -> HybridDrafter(ids, null)
-                    else -> null
+                    Draft.HYBRID -> HybridDrafter(ids, bundle, manifest.hybridMinNgram(bundle.useContext))
+                    Draft.LOOKUP -> HybridDrafter(ids, null)
+                    Draft.MTP, Draft.OFF -> null
                 }
                 val g = generate(ids, bundle, hybrid ?: bundle, if (mtp) manifest.k else 0, 256, manifest.eosIds.toSet(),
                     manifest.cacheLength, onToken = { t ->

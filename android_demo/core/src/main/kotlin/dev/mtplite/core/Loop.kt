@@ -29,11 +29,16 @@ interface Embedder {
     fun embed(ids: IntArray): Array<FloatArray>
 }
 
+/** Why a generation ended; [wire] is the name `mtplite` (model/generate.py) gives it. */
+enum class StopReason(val wire: String) {
+    EOS("eos"), MAX_NEW_TOKENS("max_new_tokens"), STOP("stop"), CACHE_FULL("cache_full")
+}
+
 data class Cycle(val pos: Int, val drafted: List<Int>, val verify: List<Int>, val accepted: Int, val emitted: List<Int>)
 
 data class Generation(
     val tokens: List<Int>,
-    val stopReason: String,
+    val stopReason: StopReason,
     val trace: List<Cycle>,
     val cycles: Int,
     val drafted: Int,
@@ -72,16 +77,16 @@ fun generate(
     val perDepth = IntArray(maxOf(k, 1))
     var cycles = 0; var drafted = 0; var accepted = 0; var plainSteps = 0
     var draftNs = 0L; var verifyNs = 0L
-    var reason: String? = null
+    var reason: StopReason? = null
     val t0 = clock()
-    if (maxNewTokens <= 0) return Generation(out, "max_new_tokens", trace, 0, 0, 0, perDepth, 0, 0, 0, 0)
+    if (maxNewTokens <= 0) return Generation(out, StopReason.MAX_NEW_TOKENS, trace, 0, 0, 0, perDepth, 0, 0, 0, 0)
 
     fun emit(t: Int): Boolean {
-        if (t in eosIds) { reason = "eos"; return false }
+        if (t in eosIds) { reason = StopReason.EOS; return false }
         out.add(t)
         onToken?.invoke(t)
-        if (out.size >= maxNewTokens) reason = "max_new_tokens"
-        else if (shouldStop != null && shouldStop(out)) reason = "stop"
+        if (out.size >= maxNewTokens) reason = StopReason.MAX_NEW_TOKENS
+        else if (shouldStop != null && shouldStop(out)) reason = StopReason.STOP
         return reason == null
     }
 
@@ -94,7 +99,7 @@ fun generate(
     var pos = p
     var alive = emit(tok)
     while (alive) {
-        if (pos >= cacheLength) { reason = "cache_full"; break }
+        if (pos >= cacheLength) { reason = StopReason.CACHE_FULL; break }
         if (k == 0 || pos + k >= cacheLength) {
             plainSteps++
             step = backbone.decode(tok, pos); tok = step.token; act = step.activation; pos += 1
@@ -124,7 +129,7 @@ fun generate(
         trace.add(Cycle(pos, drafts.toList(), ver.argmax.toList(), n, emitted))
         tok = ver.argmax[n]; act = ver.activations[n]; pos += n + 1
     }
-    return Generation(out, reason ?: "max_new_tokens", trace, cycles, drafted, accepted, perDepth, ttft,
+    return Generation(out, reason ?: StopReason.MAX_NEW_TOKENS, trace, cycles, drafted, accepted, perDepth, ttft,
         clock() - t0, draftNs, verifyNs, plainSteps)
 }
 

@@ -18,8 +18,8 @@ data class Manifest(
     val context: ContextDrafter? = null,  // drafter_ctx.tflite: the K-step drafter with the context draft space
     // settings.hybrid_min_ngram: per drafter ("drafter" / "drafter_ctx"), the shortest lookup match hybrid copies
     val hybridMinNgram: Map<String, Int> = emptyMap(),
-    // settings.draft: who drafts by default (mtp | hybrid | lookup), or off where calibrate found nothing pays
-    val draft: String = "mtp",
+    // settings.draft: who drafts by default, or off where calibrate found nothing pays
+    val draft: Draft = Draft.MTP,
     // exactness: bit_identical where export's probe found decode to be verify's row 0 bit for bit; otherwise (or
     // absent, from an older export) plain steps run as row 0 of verify so that MTP output stays plain output
     val exactness: String? = null,
@@ -28,13 +28,28 @@ data class Manifest(
     // settings.source: who chose the settings ("mtplite calibrate" on a host, "device <model>, <date>" from this
     // phone's own log via `mtplite report --calibrate`, or the export default)
     val settingsSource: String? = null,
-    // settings.drafter: the head's graph the settings were measured with (drafter_ctx: the K-step drafter)
-    val drafter: String? = null,
+    // settings.drafter: the head's graph the settings were measured with
+    val drafter: HeadGraph? = null,
 ) {
     /** Plain steps through verify: wherever decode was not found bit-identical to verify's row 0. */
     val exactPath: Boolean get() = exactness != "bit_identical"
     /** The shortest lookup match hybrid copies with the given drafter: calibrate's choice, else [HYBRID_MIN_NGRAM]. */
-    fun hybridMinNgram(withContext: Boolean) = hybridMinNgram[if (withContext) "drafter_ctx" else "drafter"] ?: HYBRID_MIN_NGRAM
+    fun hybridMinNgram(withContext: Boolean) =
+        hybridMinNgram[(if (withContext) HeadGraph.K_STEP else HeadGraph.PER_STEP).wire] ?: HYBRID_MIN_NGRAM
+}
+
+/** settings.draft: who drafts (the head, prompt lookup first then the head, lookup alone), or nobody. */
+enum class Draft(val wire: String) {
+    MTP("mtp"), HYBRID("hybrid"), LOOKUP("lookup"), OFF("off");
+
+    companion object { fun of(wire: String): Draft? = entries.firstOrNull { it.wire == wire } }
+}
+
+/** The head's graphs: the contract's per-step drafter, or the K-step drafter with the context draft space. */
+enum class HeadGraph(val wire: String) {
+    PER_STEP("drafter"), K_STEP("drafter_ctx");
+
+    companion object { fun of(wire: String): HeadGraph? = entries.firstOrNull { it.wire == wire } }
 }
 
 /** The ids a chat template puts around one user message (manifest.chat_turn; BOS not included). */
@@ -144,19 +159,20 @@ fun parseManifest(text: String, where: String): Manifest {
     }
     if (minProb < 0 || minProb > 1) fail(where, "settings.min_prob = $minProb must be in [0, 1]; re-run `mtplite calibrate`")
     val hm = settings?.get("hybrid_min_ngram") ?: emptyMap<String, Any?>()
-    if (hm !is Map<*, *> || hm.any { (d, n) -> d !in listOf("drafter", "drafter_ctx") || n !in listOf(1L, 2L, 3L) })
+    if (hm !is Map<*, *> || hm.any { (d, n) -> HeadGraph.of(d.toString()) == null || n !in listOf(1L, 2L, 3L) })
         fail(where, "settings.hybrid_min_ngram must map drafter / drafter_ctx to 1, 2 or 3; re-run `mtplite calibrate`")
     val hybrid = hm.entries.associate { (d, n) -> d.toString() to (n as Long).toInt() }
     // calibrations before settings.draft could say "off" wrote it as settings.K
-    val draft = if (settings?.get("K") == "off") "off" else settings?.get("draft") ?: "mtp"
-    if (draft !in listOf("mtp", "hybrid", "lookup", "off")) fail(where, "settings.draft = $draft must be mtp, hybrid, lookup or off; re-run `mtplite calibrate`")
+    val draftWire = if (settings?.get("K") == "off") "off" else settings?.get("draft") ?: "mtp"
+    val draft = Draft.of(draftWire.toString())
+        ?: fail(where, "settings.draft = $draftWire must be mtp, hybrid, lookup or off; re-run `mtplite calibrate`")
     val man = Manifest(k, c, v, h, nl, dv, pl.map { it.toInt() }, rl.map { it.toInt() }, eos.map { it.toInt() },
         (m["bos_id"] as? Long)?.toInt(), files.entries.associate { it.key.toString() to it.value.toString() }, sigs,
         m["backbone_fingerprint"] as? String, m["head_fingerprint"] as? String, minProb,
-        m["context_drafter"]?.let { parseContext(it, v, where) }, hybrid, draft as String, exactness(m, where),
+        m["context_drafter"]?.let { parseContext(it, v, where) }, hybrid, draft, exactness(m, where),
         parseChatTurn(m["chat_turn"], v, where), settings?.get("source") as? String,
-        (settings?.get("drafter") as? String)?.also {
-            if (it !in listOf("drafter", "drafter_ctx")) fail(where, "settings.drafter = $it must be drafter or drafter_ctx; re-run `mtplite calibrate`")
+        (settings?.get("drafter") as? String)?.let {
+            HeadGraph.of(it) ?: fail(where, "settings.drafter = $it must be drafter or drafter_ctx; re-run `mtplite calibrate`")
         })
     checkContract(man, where)
     return man

@@ -42,7 +42,7 @@ class CoreTest {
             val eos = setOf(full[i])
             val a = plain(40, eos); val b = mtp(40, eos)
             assertEquals(a.tokens, b.tokens)
-            assertEquals("eos", b.stopReason)
+            assertEquals(StopReason.EOS, b.stopReason)
         }
     }
 
@@ -51,7 +51,7 @@ class CoreTest {
         val r = generate(IntArray(250) { it % 90 }, m, m, 3, 50, emptySet(), 256)
         val p = generate(IntArray(250) { it % 90 }, ToyModel(), null, 0, 50, emptySet(), 256)
         assertEquals(p.tokens, r.tokens)
-        assertEquals("cache_full", r.stopReason)
+        assertEquals(StopReason.CACHE_FULL, r.stopReason)
         assertEquals(256 - 250 + 1, r.tokens.size)
     }
 
@@ -235,7 +235,7 @@ class GoldenTraceTest {
             val replay = Replay(lines.filter { it.split(" ")[0] in setOf("prefill", "decode", "verify", "draft") })
             val g = generate(prompt, replay, replay, k, maxNew, eos, cache)
             assertEquals(field("tokens").split(" ").filter { it.isNotBlank() }.map { it.toInt() }, g.tokens, f.name)
-            assertEquals(field("stop"), g.stopReason, f.name)
+            assertEquals(field("stop"), g.stopReason.wire, f.name)
             val cycles = lines.filter { it.startsWith("cycle ") }.map { it.removePrefix("cycle ") }
             assertEquals(cycles, g.trace.map { c ->
                 "${c.pos} ${c.accepted} | ${c.drafted.joinToString(" ")} | ${c.verify.joinToString(" ")} | ${c.emitted.joinToString(" ")}"
@@ -269,7 +269,7 @@ class ManifestFixtureTest {
         assertEquals(listOf(1, 3), listOf(hm.hybridMinNgram(false), hm.hybridMinNgram(true)))
         val gate = parseManifest(File(dir, "gate-ok.json").readText(), "gate-ok.json")
         assertEquals(HYBRID_MIN_NGRAM, gate.hybridMinNgram(true))
-        assertEquals(listOf("mtp", "lookup"), listOf(gate.draft, parseManifest(File(dir, "draft-ok.json").readText(), "d").draft))
+        assertEquals(listOf(Draft.MTP, Draft.LOOKUP), listOf(gate.draft, parseManifest(File(dir, "draft-ok.json").readText(), "d").draft))
         // the K-step drafter's windows (the cache's first W slots): the narrowest that holds every slot a draft reads
         val ctx = parseManifest(File(dir, "good.json").readText(), "good.json").context!!
         assertEquals(listOf(16, 32, 64), ctx.windows)
