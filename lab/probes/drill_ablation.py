@@ -34,7 +34,7 @@ from mtplite.train.distill import distill, load_rows
 from mtplite.train.train import accepted_runs, train_head
 from mtplite.data.splits import SPLIT, split_rows
 
-sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1]))  # copy_probe is a reproduction script
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1] / "scripts"))  # lab/scripts/copy_probe.py
 from copy_probe import probe  # noqa: E402
 
 

@@ -21,7 +21,7 @@ def main():
     ap.add_argument("--json", required=True)
     ap.add_argument("--fuzz-examples", type=int, default=220)
     a = ap.parse_args()
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]  # the repository (this file is lab/scripts/)
     with tempfile.TemporaryDirectory() as d:
         xml = Path(d) / "junit.xml"
         t0 = time.time()
