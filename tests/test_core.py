@@ -242,7 +242,7 @@ def test_train_echo_distills_framed_continuations_into_the_same_cache(tmp_path):
     doc2 = json.loads((tmp_path / "h" / "head.json").read_text())
     assert doc2["all_cached"] and doc2["train_sequences"] + doc2["val_sequences"] == 36
     # lab/probes/tune_copy_exact.py scores bonuses on that head's held-out rows and writes the head with the best
-    root = Path(__file__).resolve().parents[1] / "scripts"
+    root = Path(__file__).resolve().parents[1] / "lab"
     r = subprocess.run([sys.executable, str(root / "probes" / "tune_copy_exact.py"), "--backbone", "tiny:gemma3", "--head",
                         str(tmp_path / "h"), "--data", str(cache), "--out", str(tmp_path / "hx"), "--values", "0,3,9"],
                        capture_output=True, text=True, timeout=300, env={**os.environ, **env})
@@ -323,7 +323,7 @@ def test_cli_bad_inputs(tmp_path):
 
 def test_scripts_bad_inputs(tmp_path):
     """The measurement scripts end like the CLI: a wrong path or spec is one line naming it, exit 2, no traceback."""
-    root = Path(__file__).resolve().parents[1] / "scripts"
+    root = Path(__file__).resolve().parents[1] / "lab"
     for args, needle in ((["copy_probe.py", "--backbone", "nope:xyz", "--head", str(tmp_path), "--data", "x"],
                           "unknown backbone"),
                          (["bench_hybrid_rule.py", str(tmp_path / "nobundle")], "manifest.json"),
@@ -346,7 +346,7 @@ def test_scripts_bad_inputs(tmp_path):
                           "no such distillation cache"),
                          (["vocab_coverage.py", "--backbone", "tiny:gemma3", "--data", __file__, "--sizes", "0,a"],
                           "--sizes 0,a")):
-        path = root / args[0] if (root / args[0]).exists() else root / "probes" / args[0]
+        path = root / "scripts" / args[0] if (root / "scripts" / args[0]).exists() else root / "probes" / args[0]
         r = subprocess.run([sys.executable, str(path), *args[1:]], capture_output=True, text=True, timeout=300)
         assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
         assert r.stderr.strip().splitlines()[-1].startswith(f"{args[0]}: error:") and needle in r.stderr, r.stderr

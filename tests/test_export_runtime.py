@@ -642,7 +642,7 @@ def test_same_cycles_scores_each_drafter_as_the_loop_does(tmp_path):
     prompts = tmp_path / "p.jsonl"
     prompts.write_text("".join(json.dumps({"id": str(i), "task": t, "prompt": p}) + "\n"
                                for i, (t, p) in enumerate(zip(("a", "b", "a"), PROMPTS))))
-    r = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[1] / "scripts" / "same_cycles.py"),
+    r = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[1] / "lab" / "scripts" / "same_cycles.py"),
                         str(bundle("tiny:gemma3")), "--prompts", str(prompts), "--max-new-tokens", "20", "--threads", "1",
                         "--json", str(tmp_path / "sc.json")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
