@@ -6,7 +6,8 @@ from pathlib import Path
 from mtplite.errors import UserError
 from mtplite.runtime.bench import aggregate
 
-NUM = ("tokens", "decode_s", "ttft_s", "cycles", "accepted", "draft_ms_per_cycle", "verify_ms_per_cycle")
+ENGINE_NUM = ("tokens", "decode_s", "ttft_s")  # what the engine's BenchmarkInfo gives (EngineRecord)
+NUM = ENGINE_NUM + ("cycles", "accepted", "draft_ms_per_cycle", "verify_ms_per_cycle")
 ENGINE_MODES = ("engine", "engine+mtp")  # the app's runs of model.litertlm in LiteRT-LM, MTP off and on
 
 
@@ -36,8 +37,7 @@ def read_log(path):
                 raise UserError(f"{p}:{i}: field 'error' must be a string")
             recs.append(r)
             continue
-        # the official engine's rows (EngineRecord): its BenchmarkInfo has no cycles or acceptance
-        for k in (NUM[:3] if r["mode"] in ENGINE_MODES else NUM):
+        for k in (ENGINE_NUM if r["mode"] in ENGINE_MODES else NUM):
             v = r.get(k)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0 or v != v:
                 raise UserError(f"{p}:{i}: field '{k}' must be a non-negative number, got {v!r}")
@@ -101,20 +101,19 @@ def report(path):
 
 
 def engine_rows(recs):
-    """The engine's rows in `mtplite bench`'s shape (decode tok/s over all prompts, MTP on / off, replies equal):
-    None unless both modes ran."""
-    by = {m: [r for r in recs if r["mode"] == m] for m in ENGINE_MODES}
-    if not all(by.values()):
+    """The engine's rows summarised as `mtplite bench` summarises its own engine run (decode tok/s over all prompts,
+    MTP on / off, replies equal), on the prompts both modes answered: None unless both modes ran."""
+    from mtplite.runtime.engine import engine_summary
+
+    by = {m: {r["id"]: r for r in recs if r["mode"] == m} for m in ENGINE_MODES}
+    ids = [i for i in by["engine"] if i in by["engine+mtp"]]
+    if not ids:
         return None
-    speed = {m: sum(r["tokens"] for r in rs) / max(sum(r["decode_s"] for r in rs), 1e-9) for m, rs in by.items()}
-    off = {r["id"]: r["text"] for r in by["engine"]}
-    on = {r["id"]: r["text"] for r in by["engine+mtp"] if r["id"] in off}
-    return {"api": "conversation (device)", "engine_plain": {"decode_tokens_per_s": speed["engine"]},
-            "engine_mtp": {"decode_tokens_per_s": speed["engine+mtp"]},
-            "mtp/plain": speed["engine+mtp"] / speed["engine"],
-            "text_equal_off": sum(t == off[i] for i, t in on.items()),
-            "text_matches_off": sum(t.startswith(off[i]) or off[i].startswith(t) for i, t in on.items()),
-            "prompts": len(on)}
+    rows = {("engine_plain" if m == "engine" else "engine_mtp"): [by[m][i] for i in ids] for m in ENGINE_MODES}
+    out = engine_summary({"api": "conversation (device)", **{
+        k: {"decode_tokens_per_s": sum(r["tokens"] for r in rs) / max(sum(r["decode_s"] for r in rs), 1e-9),
+            "texts": [r["text"] for r in rs]} for k, rs in rows.items()}})
+    return {**out, "prompts": len(ids)}
 
 
 def device_settings(res, old, date):

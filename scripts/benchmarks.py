@@ -32,14 +32,15 @@ def samples(res, per_task=1, chars=240):
 
 def section(name, res):
     run = res.get("run") or {}
+    machine = run.get("machine") or res.get("machine")
     lines = [f"## {name}", "",
              f"- run: `{run.get('command', 'mtplite bench')}` on {run.get('date', '?')}, "
-             f"{run.get('machine') or res.get('machine') or 'machine not recorded'}",
+             f"{machine or 'machine not recorded'}",
              "- versions: " + ", ".join(f"{k} {v}" for k, v in sorted((res.get("versions") or {}).items())),
              f"- outputs equal to plain decoding: {res['spec_vs_plain_mismatches'] == 0} "
              f"({res['spec_vs_plain_mismatches']} of {sum(t['all']['prompts'] for m, t in res['table'].items() if m != 'plain')} "
              "outputs differ)",
-             "", f"**{verdict(res, where=run.get('machine') or res.get('machine'))}**", "", markdown(res)]
+             "", f"**{verdict(res, where=machine)}**", "", markdown(res)]
     if res.get("samples"):
         lines += ["", "Sample outputs (plain decoding; every mode's are the same):", "", *samples(res)]
     replies = (res.get("engine") or {}).get("replies") or []
